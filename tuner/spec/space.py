@@ -1,0 +1,107 @@
+"""Search-space files (search_spaces/<engine>.yaml): parameters with ranges, defaults and constraints.
+
+Parameter names are the engine's own argument names in snake_case (``max_num_seqs`` becomes
+``--max-num-seqs``). `default` is what the engine uses when the flag is absent: trial 0 (the
+baseline) runs all defaults. Constraints are structured, never evaluated as code.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+Scalar = int | float | str | bool
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Param(Strict):
+    type: Literal["int", "float", "categorical", "bool"]
+    low: float | None = None
+    high: float | None = None
+    step: float | None = None
+    log: bool = False
+    choices: list[Scalar] | None = None
+    default: Scalar | None = None  # the engine's own default (None: the engine decides; omit the flag)
+    when: dict[str, Scalar] | None = None  # active only if these params have these values
+    help: str = ""
+
+    @model_validator(mode="after")
+    def _check(self) -> Param:
+        if self.type in ("int", "float"):
+            if self.low is None or self.high is None:
+                raise ValueError(f"{self.type} parameter needs low and high")
+            if self.low > self.high:
+                raise ValueError(f"low <= high must hold, but got low={self.low:g} high={self.high:g}")
+            if self.log and self.low <= 0:
+                raise ValueError(f"log scale needs low > 0, got low={self.low:g}")
+            if self.log and self.step is not None:
+                raise ValueError("log scale and step cannot both be set")
+        elif self.type == "categorical":
+            if not self.choices:
+                raise ValueError("categorical parameter needs a non-empty choices list")
+        if self.type != "categorical" and self.choices is not None:
+            raise ValueError(f"choices only apply to categorical parameters, not {self.type}")
+        return self
+
+
+_OPERAND = r"([A-Za-z_][A-Za-z0-9_]*|-?[0-9]*\.?[0-9]+)"
+_REQUIRE = re.compile(rf"^\s*{_OPERAND}\s*(<=|>=|<|>|==|!=)\s*{_OPERAND}\s*$")
+
+
+class Constraint(Strict):
+    """``require: "a <= b"`` between parameters, ``max_model_len`` or numbers, optionally under ``if``.
+
+    action ``repair`` moves the left-hand parameter to the nearest valid value; ``reject`` skips the config.
+    """
+
+    require: str
+    when: dict[str, Scalar] | None = Field(default=None, alias="if")
+    action: Literal["repair", "reject"] = "reject"
+    why: str = ""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    @model_validator(mode="after")
+    def _parse(self) -> Constraint:
+        if not _REQUIRE.match(self.require):
+            raise ValueError(
+                f"cannot parse constraint {self.require!r}: write 'a <= b' with parameter names or numbers"
+            )
+        return self
+
+    def parts(self) -> tuple[str, str, str]:
+        m = _REQUIRE.match(self.require)
+        assert m is not None
+        return m.group(1), m.group(2), m.group(3)
+
+
+class SearchSpaceFile(Strict):
+    engine: str
+    params: dict[str, Param]
+    constraints: list[Constraint] = []
+
+
+class ParamOverride(Strict):
+    """Per-study narrowing of a parameter: any field given replaces the file's."""
+
+    low: float | None = None
+    high: float | None = None
+    step: float | None = None
+    log: bool | None = None
+    choices: list[Scalar] | None = None
+    default: Scalar | None = None
+
+
+class SearchSpaceRef(Strict):
+    """Which space a study searches: the file (default search_spaces/<engine>.yaml) plus overrides."""
+
+    file: str | None = None
+    overrides: dict[str, ParamOverride] = {}
+    fixed: dict[str, Any] = {}  # engine args set for every trial and not searched
+    exclude: list[str] = []  # params of the file not to search (engine default used)
+    constraints: list[Constraint] = []  # added to the file's

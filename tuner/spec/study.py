@@ -1,0 +1,170 @@
+"""The study file: strict pydantic models for everything a user writes (unknown keys are errors)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from tuner.errors import SpecError
+from tuner.sla import SLATerm, parse_sla
+from tuner.spec.space import SearchSpaceRef
+from tuner.spec.workload import Workload
+
+ENGINE_NAMES = ("vllm", "sglang", "sim")
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ModelSpec(Strict):
+    name: str = Field(min_length=1)  # local path or hub id passed to the engine
+    served_name: str | None = None  # name clients use; default: name
+    shape: str | None = None  # simulator catalogue entry (e.g. qwen3-8b); default: guessed from name
+    max_model_len: int = Field(default=8192, gt=0)
+    dtype: Literal["auto", "bfloat16", "float16", "float32"] = "bfloat16"
+    tensor_parallel_size: int = Field(default=1, gt=0)
+    tokenizer: str | None = None
+    trust_remote_code: bool = False  # never on unless the study says so
+    load_format: str | None = None  # e.g. "dummy": benchmark shapes without weights
+    sha256_manifest: Path | None = None  # optional: verify model files before the study
+    must_exist: bool = False  # name is a local path that must exist
+
+    @property
+    def client_name(self) -> str:
+        return self.served_name or self.name
+
+
+class SimSettings(Strict):
+    """The simulated engine: which real engine it imitates, on which GPU, in which face."""
+
+    flavour: Literal["vllm", "sglang"] = "vllm"
+    gpu: str = "H200"
+    mode: Literal["virtual", "server"] = "virtual"
+    time_scale: float = Field(default=1.0, gt=0)  # server face: >1 runs faster than real time
+    faults: dict[str, Any] = {}  # server face fault switches (tests)
+
+
+class EngineSettings(Strict):
+    """How to run one real engine: its interpreter or command prefix, extra env and fixed args."""
+
+    python: str | None = None  # interpreter of the engine's own environment
+    command: list[str] | None = None  # full command prefix instead of `python -m ...`
+    env: dict[str, str] = {}
+    host: str = "127.0.0.1"
+    start_timeout_s: float = Field(default=600, gt=0)
+    stop_timeout_s: float = Field(default=30, gt=0)
+    check_args: bool = True  # validate against the engine's own parser when importable
+
+
+class CapacitySettings(Strict):
+    """Capacity search per trial: highest offered load whose SLA terms hold."""
+
+    mode: Literal["rate", "concurrency"] = "rate"
+    low: float = Field(default=0.5, gt=0)  # req/s or concurrency where the search starts
+    high: float = Field(default=64, gt=0)  # cap on the offered load
+    tolerance: float = Field(default=0.05, gt=0, lt=1)  # relative bisection tolerance
+    max_points: int = Field(default=8, gt=0)
+    requests_per_point: int = Field(default=400, gt=0)
+    duration_s: float | None = Field(default=None, gt=0)  # alternative to requests_per_point
+    request_timeout_s: float = Field(default=300, gt=0)
+
+    @model_validator(mode="after")
+    def _bounds(self) -> CapacitySettings:
+        if self.low > self.high:
+            raise ValueError(f"low <= high must hold, but got low={self.low:g} high={self.high:g}")
+        return self
+
+
+class Objective(Strict):
+    metric: str = "output_tokens_per_s"  # maximised at the SLA capacity
+    mode: Literal["constrained", "multi"] = "constrained"  # multi: throughput vs p99 latency (Pareto)
+    latency_metric: str = "ttft_ms.p99"  # second objective in multi mode and for the Pareto front
+
+
+class SearchSettings(Strict):
+    algorithm: Literal["tpe", "nsga2", "random", "grid"] = "tpe"
+    baseline_first: bool = True
+    n_startup_trials: int = Field(default=8, ge=0)
+    prescreen: bool = False  # rank candidates on the simulator before real trials
+    learn_failures: bool = True
+
+
+class Budget(Strict):
+    trials: int = Field(default=24, gt=0)
+    time_limit_s: float | None = Field(default=None, gt=0)
+    max_concurrent: int = Field(default=2, gt=0)
+
+
+class Resources(Strict):
+    gpus_per_trial: float = Field(default=0, ge=0)  # 0 = the engine's tensor parallel size on GPU engines
+    cpus_per_trial: float = Field(default=1, gt=0)
+
+
+class Tracking(Strict):
+    mlflow_uri: str | None = None  # default: sqlite under the output folder
+    experiment: str | None = None  # default: the study name
+
+
+class Promotion(Strict):
+    enabled: bool = True
+    confirm_runs: int = Field(default=2, ge=0)
+    top_k: int = Field(default=2, gt=0)
+    app_name: str = "staging"
+    route_prefix: str = "/"
+    replicas: int = Field(default=1, gt=0)
+
+
+class Study(Strict):
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    seed: int = 0
+    engine: Literal["vllm", "sglang", "sim"] | list[Literal["vllm", "sglang", "sim"]]
+    model: ModelSpec
+    sim: SimSettings = SimSettings()
+    engines: dict[Literal["vllm", "sglang"], EngineSettings] = {}
+    search_space: SearchSpaceRef | dict[str, SearchSpaceRef] = SearchSpaceRef()
+    workload: Workload
+    capacity: CapacitySettings = CapacitySettings()
+    sla: list[SLATerm]
+    objective: Objective = Objective()
+    search: SearchSettings = SearchSettings()
+    budget: Budget = Budget()
+    resources: Resources = Resources()
+    tracking: Tracking = Tracking()
+    promotion: Promotion = Promotion()
+
+    @field_validator("sla", mode="before")
+    @classmethod
+    def _sla(cls, v: Any) -> list[SLATerm]:
+        if isinstance(v, list) and v and all(isinstance(t, SLATerm) for t in v):
+            return v
+        if not isinstance(v, (str, list)) or not all(isinstance(t, str) for t in (v if isinstance(v, list) else [v])):
+            raise ValueError("sla must be a list of terms like 'p99_ttft_ms <= 500'")
+        try:
+            terms = parse_sla(v)
+        except SpecError as exc:
+            raise ValueError(f"{exc.where}: {exc.what}; {exc.fix}") from None
+        if not terms:
+            raise ValueError("at least one SLA term is required, e.g. 'p99_ttft_ms <= 500'")
+        return terms
+
+    @field_validator("engine")
+    @classmethod
+    def _engines(cls, v: Any) -> Any:
+        if isinstance(v, list):
+            if not v:
+                raise ValueError("engine list must not be empty")
+            if len(set(v)) != len(v):
+                raise ValueError(f"engine listed twice: {v}")
+        return v
+
+    @property
+    def engine_names(self) -> list[str]:
+        return list(self.engine) if isinstance(self.engine, list) else [self.engine]
+
+    def space_ref(self, engine: str) -> SearchSpaceRef:
+        if isinstance(self.search_space, dict):
+            return self.search_space.get(engine, SearchSpaceRef())
+        return self.search_space

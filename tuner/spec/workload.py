@@ -1,0 +1,127 @@
+"""User-facing workload models: named profiles, inline class mixes and trace replay.
+
+Lengths are in tokens. The generator that turns these into `Request`s lives in tuner.load.workload.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Fixed(Strict):
+    dist: Literal["fixed"] = "fixed"
+    value: int = Field(gt=0)
+
+
+class Normal(Strict):
+    """Normal, clipped to [min, max] (the seeds' ``320 +- 120``)."""
+
+    dist: Literal["normal"]
+    mean: float = Field(gt=0)
+    std: float = Field(ge=0)
+    min: int = Field(default=1, gt=0)
+    max: int | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _bounds(self) -> Normal:
+        if self.max is not None and self.min > self.max:
+            raise ValueError(f"min <= max must hold, but got min={self.min} max={self.max}")
+        return self
+
+
+class LogNormal(Strict):
+    """Log-normal given by its median and the std of log(length)."""
+
+    dist: Literal["lognormal"]
+    median: float = Field(gt=0)
+    sigma: float = Field(ge=0)
+    min: int = Field(default=1, gt=0)
+    max: int | None = Field(default=None, gt=0)
+
+
+class Uniform(Strict):
+    dist: Literal["uniform"]
+    low: int = Field(gt=0)
+    high: int = Field(gt=0)
+
+    @model_validator(mode="after")
+    def _bounds(self) -> Uniform:
+        if self.low > self.high:
+            raise ValueError(f"low <= high must hold, but got low={self.low} high={self.high}")
+        return self
+
+
+class Empirical(Strict):
+    """Sample from given values (optionally weighted)."""
+
+    dist: Literal["empirical"]
+    values: list[int] = Field(min_length=1)
+    weights: list[float] | None = None
+
+    @model_validator(mode="after")
+    def _weights(self) -> Empirical:
+        if self.weights is not None and len(self.weights) != len(self.values):
+            raise ValueError("weights must have one entry per value")
+        return self
+
+
+LengthDist = Annotated[Fixed | Normal | LogNormal | Uniform | Empirical, Field(discriminator="dist")]
+
+
+class SharedPrefix(Strict):
+    """Requests of this class share a prefix of `length` tokens, spread over `groups` distinct prefixes."""
+
+    length: int = Field(ge=0)
+    groups: int = Field(default=1, gt=0)
+
+
+class RequestClass(Strict):
+    name: str = Field(min_length=1)
+    weight: float = Field(gt=0)
+    input: LengthDist
+    output: LengthDist
+    shared_prefix: SharedPrefix | None = None
+    abnormal: bool = False  # counted separately in metrics (the seeds' > 16K requests)
+
+
+class Arrivals(Strict):
+    """How requests arrive. The rate or concurrency itself comes from the load point (capacity search)."""
+
+    process: Literal["poisson", "gamma", "constant", "concurrency"] = "poisson"
+    burstiness: float = Field(default=1.0, gt=0)  # gamma shape; 1 = Poisson, < 1 burstier
+
+
+class Trace(Strict):
+    """Replay a Parquet or JSONL file of (arrival_s, input_len, output_len[, cls])."""
+
+    path: Path
+    time_scale: float = Field(default=1.0, gt=0)  # >1 replays faster
+
+
+class Workload(Strict):
+    """Exactly one of `profile`, `classes` or `trace`."""
+
+    profile: Literal["static", "dynamic", "mixed"] | None = None
+    classes: list[RequestClass] | None = None
+    trace: Trace | None = None
+    arrivals: Arrivals = Arrivals()
+    warmup_requests: int = Field(default=8, ge=0)
+    prompt: Literal["words", "token_ids", "tokenizer"] = "words"  # how exact prompt lengths are made
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Workload:
+        given = [k for k in ("profile", "classes", "trace") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError(
+                f"give exactly one of profile, classes or trace (got {given or 'none'})"
+            )
+        if self.classes is not None and not self.classes:
+            raise ValueError("classes must not be empty")
+        return self
