@@ -1,0 +1,255 @@
+"""One canonical search space per study, converted to Optuna at a single seam.
+
+A `Space` holds, per engine, the parameters of search_spaces/<engine>.yaml narrowed by the study's
+overrides, the fixed arguments, and the known constraints. `sample(trial)` is define-by-run, so
+conditional parameters (``when``) and joint studies (engine as a categorical) need no special cases.
+Parameter names in Optuna are ``<engine>.<param>`` so both engines of a joint study keep their own.
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import optuna
+
+from tuner.errors import SpecError
+from tuner.spec.load import load_space_file
+from tuner.spec.space import Constraint, Param
+from tuner.spec.study import Study
+
+SPACES_DIR = Path(__file__).resolve().parents[2] / "search_spaces"
+_OPS = {"<=": operator.le, ">=": operator.ge, "<": operator.lt, ">": operator.gt, "==": operator.eq, "!=": operator.ne}
+
+
+class Rejected(Exception):
+    """A config breaks a known constraint that cannot be repaired: never launched."""
+
+
+@dataclass
+class EngineSpace:
+    engine: str  # vllm | sglang | sim
+    flavour: str  # whose knobs: vllm | sglang
+    params: dict[str, Param]
+    constraints: list[Constraint]
+    fixed: dict[str, Any] = field(default_factory=dict)
+    max_model_len: int = 8192
+
+    def baseline(self) -> dict[str, Any]:
+        """The engine's defaults: every searched flag left out (the engine resolves it)."""
+        return {}
+
+    def defaults(self) -> dict[str, Any]:
+        """Default values as known from the space file (for ratios and repair context)."""
+        return {k: p.default for k, p in self.params.items() if p.default is not None}
+
+    def active(self, name: str, values: dict[str, Any]) -> bool:
+        cond = self.params[name].when
+        if not cond:
+            return True
+        full = {**self.defaults(), **values}
+        return all(full.get(k) == v for k, v in cond.items())
+
+    def sample(self, trial: optuna.Trial, prefix: str) -> dict[str, Any]:
+        values: dict[str, Any] = {}
+        for name, p in self.params.items():
+            if not self.active(name, values):
+                continue
+            key = f"{prefix}{name}"
+            if p.type == "int":
+                values[name] = trial.suggest_int(key, int(p.low), int(p.high), step=int(p.step or 1), log=p.log)
+            elif p.type == "float":
+                values[name] = trial.suggest_float(key, p.low, p.high, step=p.step, log=p.log)
+            elif p.type == "bool":
+                values[name] = trial.suggest_categorical(key, [True, False])
+            else:
+                values[name] = trial.suggest_categorical(key, list(p.choices or []))
+        return values
+
+    def grid(self, points_per_range: int = 4) -> list[dict[str, Any]]:
+        """A Cartesian grid (for the grid searcher and the search-efficiency benchmark)."""
+        import itertools
+
+        import numpy as np
+
+        axes: list[tuple[str, list[Any]]] = []
+        for name, p in self.params.items():
+            if p.type in ("int", "float"):
+                lo, hi = float(p.low), float(p.high)
+                raw = np.geomspace(lo, hi, points_per_range) if p.log else np.linspace(lo, hi, points_per_range)
+                vals = sorted({int(round(v)) if p.type == "int" else round(float(v), 4) for v in raw})
+            elif p.type == "bool":
+                vals = [True, False]
+            else:
+                vals = list(p.choices or [])
+            axes.append((name, vals))
+        out, seen = [], set()
+        for combo in itertools.product(*[v for _, v in axes]):
+            cfg = dict(zip([n for n, _ in axes], combo, strict=True))
+            cfg = {k: v for k, v in cfg.items() if self.active(k, cfg)}
+            key = tuple(sorted(cfg.items()))
+            if key not in seen:
+                seen.add(key)
+                out.append(cfg)
+        return out
+
+    def apply_constraints(self, values: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+        """Repair or reject a sampled config. Returns engine args (fixed included) and repair notes."""
+        args = {**values, **self.fixed}
+        notes: list[str] = []
+        context = {**self.defaults(), "max_model_len": self.max_model_len, **args}
+        for c in self.constraints:
+            if c.when and not all(context.get(k) == v for k, v in c.when.items()):
+                continue
+            lhs, op, rhs = c.parts()
+            a, b = _value(lhs, context), _value(rhs, context)
+            if a is None or b is None or _OPS[op](a, b):
+                continue
+            if c.action == "reject" or lhs not in self.params or lhs in self.fixed:
+                raise Rejected(f"{c.require} does not hold ({lhs}={a}, {rhs}={b}){': ' + c.why if c.why else ''}")
+            p = self.params[lhs]
+            new = _repair(p, op, b)
+            if new is None:
+                raise Rejected(f"{c.require} cannot be met within {lhs}'s range [{p.low:g}, {p.high:g}]")
+            notes.append(f"repaired {lhs}: {a} -> {new} so that {c.require}")
+            args[lhs] = new
+            context[lhs] = new
+        return args, notes
+
+
+def _value(token: str, context: dict[str, Any]) -> float | None:
+    try:
+        return float(token)
+    except ValueError:
+        v = context.get(token)
+        return None if v is None or isinstance(v, (str, bool)) else float(v)
+
+
+def _repair(p: Param, op: str, bound: float) -> int | float | None:
+    lo, hi = float(p.low or 0), float(p.high or 0)
+    if op in ("<=", "<"):
+        target = bound if op == "<=" else bound - 1
+    elif op in (">=", ">"):
+        target = bound if op == ">=" else bound + 1
+    else:
+        return None
+    if p.type != "int" and p.type != "float":
+        return None
+    # Repairs may leave the search range (e.g. batched tokens up to max_model_len): engines accept it.
+    target = max(target, lo) if op in (">=", ">") else min(target, hi)
+    return int(target) if p.type == "int" else float(target)
+
+
+class Space:
+    """The whole study's space: one EngineSpace per engine; engine is a dimension in joint studies."""
+
+    def __init__(self, engines: dict[str, EngineSpace]) -> None:
+        self.engines = engines
+
+    @property
+    def joint(self) -> bool:
+        return len(self.engines) > 1
+
+    def sample(self, trial: optuna.Trial) -> tuple[str, dict[str, Any]]:
+        names = list(self.engines)
+        engine = trial.suggest_categorical("engine", names) if self.joint else names[0]
+        return engine, self.engines[engine].sample(trial, f"{engine}.")
+
+    def describe(self) -> list[str]:
+        lines = []
+        for e, sp in self.engines.items():
+            for n, p in sp.params.items():
+                rng = f"{p.choices}" if p.type in ("categorical",) else (
+                    "[true, false]" if p.type == "bool" else f"[{p.low:g}, {p.high:g}]{' log' if p.log else ''}")
+                cond = f" when {p.when}" if p.when else ""
+                lines.append(f"{e}.{n}: {p.type} {rng} default={p.default}{cond}")
+            for c in sp.constraints:
+                lines.append(f"{e} constraint: {c.require}{' if ' + str(c.when) if c.when else ''} ({c.action})")
+            if sp.fixed:
+                lines.append(f"{e} fixed: {sp.fixed}")
+        return lines
+
+
+def build_space(study: Study, base_dir: Path | None = None) -> Space:
+    engines = {}
+    for engine in study.engine_names:
+        flavour = study.sim.flavour if engine == "sim" else engine
+        ref = study.space_ref(engine)
+        where = f"search_space{'.' + engine if isinstance(study.search_space, dict) else ''}"
+        if ref.file:
+            path = Path(ref.file)
+            if not path.is_absolute() and base_dir is not None and (base_dir / path).exists():
+                path = base_dir / path
+            elif not path.is_absolute() and not path.exists():
+                path = SPACES_DIR.parent / path
+        else:
+            path = SPACES_DIR / f"{flavour}.yaml"
+        spec = load_space_file(path)
+        if spec.engine != flavour:
+            raise SpecError(f"{path} is a space for {spec.engine!r}, not {flavour!r}", f"{where}.file",
+                            f"use search_spaces/{flavour}.yaml")
+        params = dict(spec.params)
+        for name in ref.exclude:
+            if name not in params:
+                raise SpecError(f"cannot exclude unknown parameter {name!r}", f"{where}.exclude",
+                                f"known: {sorted(params)}")
+            del params[name]
+        for name, ov in ref.overrides.items():
+            if name not in params:
+                raise SpecError(f"override of unknown parameter {name!r}", f"{where}.overrides.{name}",
+                                f"known parameters of {path.name}: {sorted(params)}")
+            merged = {**params[name].model_dump(), **ov.model_dump(exclude_none=True)}
+            try:
+                params[name] = Param.model_validate(merged)
+            except Exception as exc:  # noqa: BLE001 - pydantic error text is the message
+                msg = str(exc).splitlines()[-2 if len(str(exc).splitlines()) > 1 else 0].strip()
+                raise SpecError(msg.removeprefix("Value error, "), f"{where}.overrides.{name}",
+                                "make low <= high and keep values of the right type") from None
+        for name in ref.fixed:
+            params.pop(name, None)  # fixed arguments are not searched
+        engines[engine] = EngineSpace(
+            engine=engine,
+            flavour=flavour,
+            params=params,
+            constraints=[*spec.constraints, *ref.constraints],
+            fixed=dict(ref.fixed),
+            max_model_len=study.model.max_model_len,
+        )
+        _check_constraints(engines[engine], where)
+    return Space(engines)
+
+
+def _check_constraints(sp: EngineSpace, where: str) -> None:
+    """Constraints must name known parameters, and the defaults must satisfy them (else contradiction)."""
+    known = {*sp.params, *sp.fixed, "max_model_len"}
+    for i, c in enumerate(sp.constraints):
+        lhs, _, rhs = c.parts()
+        for tok in (lhs, rhs):
+            if tok not in known and _value(tok, {}) is None:
+                raise SpecError(f"constraint {c.require!r} names unknown parameter {tok!r}",
+                                f"{where}.constraints[{i}]", f"known: {sorted(known)}")
+    # A space whose every corner violates a reject constraint can never launch a trial.
+    for i, c in enumerate(sp.constraints):
+        if c.action != "reject" or c.when:
+            continue
+        lhs, op, rhs = c.parts()
+        lo_hi = [_range(sp, lhs), _range(sp, rhs)]
+        if None in lo_hi:
+            continue
+        (a_lo, a_hi), (b_lo, b_hi) = lo_hi  # type: ignore[misc]
+        best_a, best_b = (a_lo, b_hi) if op in ("<=", "<") else (a_hi, b_lo)
+        if op in ("<=", "<", ">=", ">") and not _OPS[op](best_a, best_b):
+            raise SpecError(f"constraint {c.require!r} can never hold within the parameter ranges",
+                            f"{where}.constraints[{i}]", "widen the ranges or drop the constraint")
+
+
+def _range(sp: EngineSpace, tok: str) -> tuple[float, float] | None:
+    v = _value(tok, {"max_model_len": sp.max_model_len, **sp.fixed})
+    if v is not None:
+        return v, v
+    p = sp.params.get(tok)
+    if p is None or p.type not in ("int", "float"):
+        return None
+    return float(p.low), float(p.high)  # type: ignore[arg-type]
