@@ -46,7 +46,7 @@ class Engine(ABC):
         """Extra environment for the server process."""
         return dict(getattr(launch.settings, "env", {}) or {})
 
-    def check_args(self, args: Mapping[str, Any], launch: LaunchSpec | None = None) -> None:
+    def check_args(self, args: Mapping[str, Any], launch: LaunchSpec | None = None) -> None:  # noqa: B027
         """Raise SpecError for an unknown or invalid argument (checked against the engine's parser when importable)."""
 
     @abstractmethod

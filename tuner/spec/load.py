@@ -62,7 +62,7 @@ def validate(model: type[M], data: Any, source: str) -> M:
             fix = _FIXES.get(err["type"], "see the documented schema (docs/study.md)")
             lines.append((loc, msg, fix))
         loc, msg, fix = lines[0]
-        more = "" if len(lines) == 1 else " (also: " + "; ".join(f"{l}: {m}" for l, m, _ in lines[1:4]) + ")"
+        more = "" if len(lines) == 1 else " (also: " + "; ".join(f"{loc_}: {m}" for loc_, m, _ in lines[1:4]) + ")"
         raise SpecError(msg + more, f"{source}: {loc}" if loc else source, fix) from None
 
 

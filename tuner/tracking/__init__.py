@@ -1,0 +1,1 @@
+"""MLflow records and the study report."""

@@ -1,0 +1,164 @@
+"""MLflow: one parent run per study, one child run per trial, consistent names across trials.
+
+Only the driver talks to MLflow (trials return results to it), so a SQLite store is never written
+by two processes and workers on other nodes need no access to the tracking store.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from tuner.errors import SpecError
+from tuner.redact import redact, redact_text
+from tuner.trial_result import TrialResult
+
+log = logging.getLogger(__name__)
+
+STUDY_TAG = "servetune.study"
+TRIAL_TAG = "servetune.trial_id"
+KIND_TAG = "servetune.kind"
+LOGGED_METRICS = (
+    "output_tokens_per_s", "requests_per_s", "total_tokens_per_s", "goodput_rps", "error_rate",
+    "ttft_ms.p50", "ttft_ms.p90", "ttft_ms.p99", "ttft_ms.p99.9", "tpot_ms.p50", "tpot_ms.p99",
+    "itl_ms.p50", "itl_ms.p99", "e2e_ms.p50", "e2e_ms.p99", "e2e_ms.p99.9", "jitter.e2e",
+)
+
+
+def default_uri(output_dir: Path) -> str:
+    return f"sqlite:///{(output_dir / 'mlflow.db').resolve()}"
+
+
+def check_uri(uri: str) -> None:
+    """Fail before any engine starts when an HTTP tracking server does not answer."""
+    if uri.startswith(("http://", "https://")):
+        try:
+            with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=5) as resp:
+                if resp.status != 200:
+                    raise OSError(f"HTTP {resp.status}")
+        except (OSError, urllib.error.URLError) as exc:
+            raise SpecError(f"MLflow tracking server {redact_text(uri)} is unreachable ({exc})", "--mlflow-uri",
+                            "start it (mlflow server --host 127.0.0.1 ...) or leave the URI out to use a "
+                            "local SQLite store") from None
+    elif not uri.startswith(("sqlite:///", "file:", "databricks", "postgresql", "mysql")) and "://" in uri:
+        raise SpecError(f"unsupported MLflow URI scheme in {redact_text(uri)}", "--mlflow-uri",
+                        "use http(s)://, sqlite:///path or a file path")
+
+
+def _clean(v: Any) -> float | None:
+    if v is None or isinstance(v, bool):
+        return None
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(f) or math.isinf(f) else f
+
+
+class StudyTracker:
+    """Wraps MlflowClient with explicit run ids (no global active-run state)."""
+
+    def __init__(self, uri: str, experiment: str, study_name: str, artifact_dir: Path | None = None) -> None:
+        import mlflow
+        from mlflow.tracking import MlflowClient
+
+        self.uri = uri
+        mlflow.set_tracking_uri(uri)
+        self.client = MlflowClient(tracking_uri=uri)
+        exp = self.client.get_experiment_by_name(experiment)
+        if exp is None:
+            loc = artifact_dir.resolve().as_uri() if artifact_dir and uri.startswith("sqlite") else None
+            self.experiment_id = self.client.create_experiment(experiment, artifact_location=loc)
+        else:
+            self.experiment_id = exp.experiment_id
+        self.study_name = study_name
+        self.parent_run_id: str | None = None
+
+    def start(self, resume_run_id: str | None = None, tags: dict[str, str] | None = None) -> str:
+        if resume_run_id:
+            self.parent_run_id = resume_run_id
+            self.client.update_run(resume_run_id, status="RUNNING")
+            return resume_run_id
+        run = self.client.create_run(
+            self.experiment_id, run_name=self.study_name,
+            tags={STUDY_TAG: self.study_name, KIND_TAG: "study", **(tags or {})},
+        )
+        self.parent_run_id = run.info.run_id
+        return self.parent_run_id
+
+    def log_study(self, study_file: Path, space_lines: list[str], params: dict[str, Any]) -> None:
+        assert self.parent_run_id
+        self.client.log_artifact(self.parent_run_id, str(study_file))
+        for k, v in redact(params).items():
+            self.client.log_param(self.parent_run_id, k, str(v)[:6000])
+        self.client.log_text(self.parent_run_id, "\n".join(space_lines), "search_space.txt")
+
+    def logged_trials(self) -> dict[str, str]:
+        """trial_id -> child run id, for reconciling after a resume."""
+        assert self.parent_run_id
+        runs = self.client.search_runs(
+            [self.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{self.parent_run_id}'", max_results=5000,
+        )
+        return {r.data.tags[TRIAL_TAG]: r.info.run_id for r in runs if TRIAL_TAG in r.data.tags}
+
+    def log_trial(self, t: TrialResult, all_param_names: list[str], defaults: dict[str, Any]) -> str:
+        """One child run per trial. Every trial logs the same param names (defaults filled) for compare views."""
+        assert self.parent_run_id
+        run = self.client.create_run(
+            self.experiment_id, run_name=f"trial-{t.number:03d}-{t.engine}",
+            tags={
+                "mlflow.parentRunId": self.parent_run_id, TRIAL_TAG: t.trial_id, KIND_TAG: "trial",
+                STUDY_TAG: self.study_name, "servetune.outcome": t.outcome.value,
+                "servetune.reason": redact_text(t.reason)[:5000], "servetune.baseline": str(t.baseline).lower(),
+                "servetune.feasible": str(t.feasible).lower(),
+            },
+        )
+        rid = run.info.run_id
+        from mlflow.entities import Metric, Param
+
+        params = {"engine": t.engine, "number": t.number, "seed": t.seed}
+        for name in all_param_names:
+            params[name] = t.args.get(name, defaults.get(name, "default"))
+        for k, v in t.args.items():
+            params.setdefault(k, v)
+        params = redact(params)
+        metrics = {"capacity": t.capacity, "objective": t.objective, "start_s": t.start_s, "wall_s": t.wall_s}
+        metrics.update({k: t.metrics.get(k) for k in LOGGED_METRICS})
+        ts = 0
+        self.client.log_batch(
+            rid,
+            metrics=[Metric(k, f, ts, 0) for k, v in metrics.items() if (f := _clean(v)) is not None],
+            params=[Param(k, json.dumps(v) if isinstance(v, (dict, list)) else str(v)) for k, v in params.items()],
+        )
+        for i, p in enumerate(t.points):  # every load point, as steps, for the UI's metric plots
+            batch = [Metric(f"point.{k}", f, ts, i) for k in ("load", "output_tokens_per_s", "ttft_ms.p99", "e2e_ms.p99")
+                     if (f := _clean(p.get(k))) is not None]
+            if batch:
+                self.client.log_batch(rid, metrics=batch)
+        self.client.log_dict(rid, redact(t.to_json()), "trial.json")
+        if t.resolved:
+            self.client.log_dict(rid, redact(t.resolved), "resolved_config.json")
+        for path in (t.records_path, t.log_path):
+            if path and Path(path).exists():
+                self.client.log_artifact(rid, path)
+        status = "FINISHED" if t.outcome.ran else "FAILED"
+        self.client.set_terminated(rid, status=status)
+        return rid
+
+    def log_outputs(self, files: list[Path], summary: dict[str, Any]) -> None:
+        assert self.parent_run_id
+        for f in files:
+            if f.exists():
+                self.client.log_artifact(self.parent_run_id, str(f))
+        for k, v in summary.items():
+            if (f := _clean(v)) is not None:
+                self.client.log_metric(self.parent_run_id, k, f)
+
+    def finish(self, ok: bool) -> None:
+        if self.parent_run_id:
+            self.client.set_terminated(self.parent_run_id, status="FINISHED" if ok else "FAILED")

@@ -1,0 +1,163 @@
+"""report.html: one self-contained page (plotly.js inline) a user can open or mail without a server.
+
+It shows the study's answer first (promoted config and its gain over the baseline), then the Pareto
+front, the latency CDF, parameters vs objective, and every trial with its outcome and reason.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+import tempfile
+from collections import Counter
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+
+import plotly.graph_objects as go
+from plotly.offline import get_plotlyjs
+
+from tuner.sla import SLATerm
+from tuner.tracking.plots import best_feasible, figures
+from tuner.trial_result import TrialResult
+
+FIGURE_TITLES = {
+    "pareto": "Pareto front",
+    "latency_cdf": "Latency CDF: promoted vs baseline",
+    "parallel_coordinates": "Parameters vs objective",
+}
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em auto;max-width:1200px;color:#222}
+h1{margin-bottom:0}.sub{color:#666;margin-top:.2em}
+.cards{display:flex;gap:1em;flex-wrap:wrap;margin:1.5em 0}
+.card{border:1px solid #ddd;border-radius:6px;padding:.8em 1.2em;min-width:160px}
+.card b{display:block;font-size:1.4em}
+table{border-collapse:collapse;width:100%;font-size:.85em}
+th,td{border-bottom:1px solid #eee;padding:4px 6px;text-align:left;vertical-align:top}
+th{background:#f6f6f6;position:sticky;top:0}
+tr.promoted{background:#fff3e0}tr.baseline{background:#e8f5e9}
+.ok{color:#1b7f1b}.bad{color:#b71c1c}code{font-size:.95em}
+"""
+
+
+def write_report(
+    output_dir: Path,
+    *,
+    study_name: str,
+    trials: list[TrialResult],
+    sla: list[SLATerm],
+    objective_metric: str,
+    latency_metric: str,
+    promoted_trial_id: str | None,
+    baseline_trial_id: str | None,
+) -> Path:
+    """Write ``output_dir/report.html`` atomically and return its path."""
+    figs = figures(trials, sla=sla, objective_metric=objective_metric, latency_metric=latency_metric,
+                   promoted_trial_id=promoted_trial_id, baseline_trial_id=baseline_trial_id)
+    page = render_html(figs, study_name=study_name, trials=trials, sla=sla, objective_metric=objective_metric,
+                       latency_metric=latency_metric, promoted_trial_id=promoted_trial_id,
+                       baseline_trial_id=baseline_trial_id)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    path = output_dir / "report.html"
+    fd, tmp = tempfile.mkstemp(dir=output_dir, prefix=".report.", suffix=".html")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(page)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def render_html(
+    figs: dict[str, go.Figure],
+    *,
+    study_name: str,
+    trials: Sequence[TrialResult],
+    sla: Sequence[SLATerm],
+    objective_metric: str,
+    latency_metric: str,
+    promoted_trial_id: str | None,
+    baseline_trial_id: str | None,
+) -> str:
+    """The whole page as a string; plotly.js is embedded once in the head."""
+    e = html.escape
+    when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    sections = []
+    for name, fig in figs.items():
+        div = fig.to_html(full_html=False, include_plotlyjs=False, div_id=f"fig-{name}",
+                          config={"displaylogo": False, "responsive": True})
+        sections.append(f'<section class="figure" data-figure="{e(name)}"><h2>{e(FIGURE_TITLES.get(name, name))}'
+                        f"</h2>{div}</section>")
+    return (
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        f"<title>servetune: {e(study_name)}</title><style>{_CSS}</style>"
+        f'<script type="text/javascript">{get_plotlyjs()}</script></head><body>'
+        f"<h1>servetune study <code>{e(study_name)}</code></h1>"
+        f'<p class="sub">generated {when} &middot; objective <code>{e(objective_metric)}</code> at the highest '
+        f"load meeting the SLA &middot; SLA: {e(', '.join(str(t) for t in sla) or 'none')}</p>"
+        + _cards(trials, objective_metric, promoted_trial_id, baseline_trial_id)
+        + "".join(sections)
+        + "<h2>Trials</h2>"
+        + trial_table(trials, objective_metric, latency_metric, promoted_trial_id, baseline_trial_id)
+        + "</body></html>\n"
+    )
+
+
+def _cards(trials: Sequence[TrialResult], objective_metric: str, promoted_trial_id: str | None,
+           baseline_trial_id: str | None) -> str:
+    by_id = {t.trial_id: t for t in trials}
+    counts = Counter(t.outcome.value for t in trials)
+    promoted = by_id.get(promoted_trial_id or "")
+    baseline = by_id.get(baseline_trial_id or "")
+    best = promoted or best_feasible(trials)
+    cards = [("trials", str(len(trials)), ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))]
+    if best is not None:
+        cards.append(("promoted" if promoted else "best feasible (not promoted)", _fmt(best.objective),
+                      f"trial {best.number} ({best.engine})"))
+    else:
+        cards.append(("best feasible", "none", "no trial met the SLA"))
+    if baseline is not None:
+        cards.append(("baseline", _fmt(baseline.objective) if baseline.feasible else baseline.outcome.value,
+                      f"trial {baseline.number}"))
+    ratio = _ratio(best, baseline)
+    cards.append(("gain over baseline", f"{ratio:.2f}x" if ratio else "n/a",
+                  objective_metric if ratio else "baseline missing or not SLA-feasible"))
+    return '<div class="cards">' + "".join(
+        f'<div class="card" data-card="{html.escape(k)}">{html.escape(k)}<b>{html.escape(v)}</b>'
+        f"<small>{html.escape(s)}</small></div>" for k, v, s in cards) + "</div>"
+
+
+def trial_table(trials: Sequence[TrialResult], objective_metric: str, latency_metric: str,
+                promoted_trial_id: str | None, baseline_trial_id: str | None) -> str:
+    """Every trial in number order, with its outcome and the reason for it."""
+    e = html.escape
+    head = ["#", "trial", "engine", "outcome", "reason", "capacity", objective_metric, latency_metric,
+            "params", "wall s"]
+    rows = []
+    for t in sorted(trials, key=lambda t: t.number):
+        role = "promoted" if t.trial_id == promoted_trial_id else "baseline" if t.trial_id == baseline_trial_id else ""
+        params = ", ".join(f"{k}={v}" for k, v in sorted(t.params.items()))
+        cells = [str(t.number), t.trial_id + (f" ({role})" if role else ""), t.engine, t.outcome.value,
+                 t.reason, _fmt(t.capacity), _fmt(t.objective if t.feasible else None),
+                 _fmt(t.latency(latency_metric)), params, f"{t.wall_s:.1f}"]
+        klass = "ok" if t.feasible else "bad"
+        tds = "".join(f'<td class="{klass}">{e(c)}</td>' if i == 3 else f"<td>{e(c)}</td>"
+                      for i, c in enumerate(cells))
+        rows.append(f'<tr class="{role}" data-trial="{e(t.trial_id)}">{tds}</tr>')
+    return ('<table id="trials"><thead><tr>' + "".join(f"<th>{e(h)}</th>" for h in head)
+            + "</tr></thead><tbody>" + "".join(rows) + "</tbody></table>")
+
+
+def _ratio(best: TrialResult | None, baseline: TrialResult | None) -> float | None:
+    if best is None or baseline is None or not best.feasible or not baseline.feasible:
+        return None
+    if not best.objective or not baseline.objective:
+        return None
+    return best.objective / baseline.objective
+
+
+def _fmt(v: float | None) -> str:
+    return "-" if v is None else f"{v:.4g}"

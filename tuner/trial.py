@@ -1,0 +1,175 @@
+"""One trial: start the engine with one config, find its SLA capacity under load, always stop it.
+
+Runs inside a Ray actor (tuner.search.trainable) or directly (confirmation runs, benchmarks). Every
+way a trial can end is mapped to a TrialOutcome with a one-line reason; nothing here raises for an
+engine failure.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tuner.errors import EngineStartError, SpecError
+from tuner.outcome import TrialOutcome
+from tuner.sla import max_violation
+from tuner.spec.study import Study
+from tuner.trial_result import TrialResult
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TrialPlan:
+    """What to run: the engine, its arguments, and where to put the trial's files."""
+
+    trial_id: str
+    number: int
+    engine: str
+    args: dict[str, Any]
+    params: dict[str, Any] = field(default_factory=dict)
+    baseline: bool = False
+    seed: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+def run_trial(study: Study, plan: TrialPlan, trial_dir: Path, *, base_dir: Path | None = None) -> TrialResult:
+    """Run one trial end to end and return its result (never raises for an engine failure)."""
+    trial_dir.mkdir(parents=True, exist_ok=True)
+    result = TrialResult(
+        trial_id=plan.trial_id, number=plan.number, engine=plan.engine, params=plan.params, args=plan.args,
+        outcome=TrialOutcome.START_FAILED, baseline=plan.baseline, seed=plan.seed, notes=list(plan.notes),
+    )
+    t0 = time.monotonic()
+    try:
+        if plan.engine == "sim" and study.sim.mode == "virtual":
+            _run_virtual(study, plan, trial_dir, result, base_dir)
+        else:
+            _run_server(study, plan, trial_dir, result, base_dir)
+    except EngineStartError as exc:
+        result.outcome, result.reason = TrialOutcome(exc.outcome), exc.reason
+    except SpecError:
+        raise
+    except Exception as exc:
+        log.exception("trial %s failed", plan.trial_id)
+        result.outcome, result.reason = TrialOutcome.CRASHED, f"{type(exc).__name__}: {exc}"
+    result.wall_s = time.monotonic() - t0
+    return result
+
+
+def _capacity(study: Study, target: Any, plan: TrialPlan, base_dir: Path | None) -> Any:
+    from tuner.load.capacity import find_capacity
+
+    return find_capacity(
+        target, study.workload, study.sla, study.capacity, seed=plan.seed,
+        max_model_len=study.model.max_model_len, base_dir=base_dir,
+    )
+
+
+def _run_virtual(study: Study, plan: TrialPlan, trial_dir: Path, result: TrialResult, base_dir: Path | None) -> None:
+    from tuner.load.target import VirtualTarget
+    from tuner.sim import SimulatedEngine, shape_for
+
+    sim = SimulatedEngine(
+        flavour=study.sim.flavour, gpu=study.sim.gpu, shape=study.model.shape or shape_for(study.model.name),
+        args=plan.args, max_model_len=study.model.max_model_len,
+        tensor_parallel_size=study.model.tensor_parallel_size, dtype=study.model.dtype,
+    )
+    result.resolved = dict(sim.resolved)
+    result.start_s = 0.0
+    cap = _capacity(study, VirtualTarget(sim), plan, base_dir)
+    _finish(study, cap, result, trial_dir, server_failure=None)
+
+
+def _run_server(study: Study, plan: TrialPlan, trial_dir: Path, result: TrialResult, base_dir: Path | None) -> None:
+    from tuner.engines import get_engine
+    from tuner.engines.base import LaunchSpec
+    from tuner.engines.process import reserve_port
+    from tuner.load.target import HttpTarget
+
+    engine = get_engine(plan.engine)
+    settings = study.sim if plan.engine == "sim" else study.engines.get(plan.engine)
+    if settings is None:
+        from tuner.spec.study import EngineSettings
+
+        settings = EngineSettings()
+    host = getattr(settings, "host", "127.0.0.1")
+    port, sock = reserve_port(host)
+    log_path = trial_dir / "engine.log"
+    result.log_path = str(log_path)
+    launch = LaunchSpec(model=study.model, host=host, port=port, log_path=log_path, settings=settings,
+                        gpu_ids=_gpu_ids())
+    with engine.server(plan.args, launch, port_socket=sock) as srv:
+        result.start_s = srv.start_seconds
+        try:
+            result.resolved = engine.resolved_config(srv.base_url)
+        except Exception as exc:  # noqa: BLE001 - resolved config is informative only
+            result.notes.append(f"could not read resolved config: {exc}")
+        target = HttpTarget(
+            srv.base_url, study.model.client_name, prompt_mode=study.workload.prompt,
+            tokenizer=study.model.tokenizer, timeout_s=study.capacity.request_timeout_s,
+            metrics_prefix=engine.metrics_prefix,
+        )
+        cap = _capacity(study, target, plan, base_dir)
+        _finish(study, cap, result, trial_dir, server_failure=srv.failure())
+
+
+def _gpu_ids() -> list[int]:
+    try:
+        import ray
+
+        if ray.is_initialized():
+            return [int(g) for g in ray.get_gpu_ids()]
+    except Exception:  # noqa: BLE001 - outside a Ray worker there are no assigned GPUs
+        pass
+    return []
+
+
+def _finish(study: Study, cap: Any, result: TrialResult, trial_dir: Path,
+            server_failure: tuple[TrialOutcome, str] | None) -> None:
+    """Map a capacity search (and the server's fate) to the trial's outcome and metrics."""
+    from tuner.load.records_io import RecordWriter
+
+    result.points = [
+        {"load": p.load, "feasible": p.feasible, "violation": p.violation, "stopped_early": p.stopped_early,
+         **p.summary}
+        for p in cap.points
+    ]
+    if cap.records:
+        path = trial_dir / "requests.parquet"
+        with RecordWriter(path) as w:
+            for r in cap.records:
+                w.write(r)
+        result.records_path = str(path)
+    point = cap.best or (cap.points[0] if cap.points else None)
+    result.metrics = dict(point.summary) if point else {}
+    if server_failure is not None:
+        result.outcome, result.reason = server_failure
+        result.capacity = result.objective = None
+        return
+    if cap.best is not None and cap.capacity is not None:
+        result.outcome = TrialOutcome.OK
+        result.capacity = cap.capacity
+        result.objective = cap.best.summary.get(study.objective.metric)
+        result.reason = f"SLA met up to {cap.capacity:.3g} {'req/s' if study.capacity.mode == 'rate' else 'concurrent'}"
+        return
+    summary = result.metrics
+    if summary and summary.get("completed", 0) == 0 and summary.get("error_rate", 0) >= 1.0:
+        result.outcome = TrialOutcome.TIMEOUT
+        result.reason = "no request completed at the lowest load (engine hung or every request failed)"
+        return
+    result.outcome = TrialOutcome.SLA_VIOLATED
+    worst = max(study.sla, key=lambda t: t.violation(summary)) if summary else study.sla[0]
+    value = summary.get(worst.metric) if summary else None
+    result.reason = (
+        f"SLA not met even at the lowest load {study.capacity.low:g}: {worst.name} = "
+        f"{value if value is None else round(value, 1)} > {worst.limit:g} (violation {max_violation(study.sla, summary):.2f})"
+    )
+
+
+def violations(study: Study, result: TrialResult) -> list[float]:
+    """Per-term SLA violations at the trial's reported point ((value - limit) / limit, <= 0 feasible)."""
+    return [t.violation(result.metrics) for t in study.sla]
