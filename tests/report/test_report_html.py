@@ -1,0 +1,39 @@
+"""report.html: written atomically, self-contained, with every trial and the study's answer."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from report_fixtures import LAT, OBJ, SLA
+
+from tuner.tracking.report import write_report
+from tuner.trial_result import TrialResult
+
+
+def test_report_is_self_contained_and_lists_every_trial(tmp_path: Path, study_trials: list[TrialResult]) -> None:
+    out = tmp_path / "out"
+    path = write_report(out, study_name="demo<study>", trials=study_trials, sla=SLA, objective_metric=OBJ,
+                        latency_metric=LAT, promoted_trial_id="t001", baseline_trial_id="t000")
+    assert path == out / "report.html"
+    text = path.read_text()
+    assert [p.name for p in out.iterdir()] == ["report.html"]  # no temp file left behind
+    assert "demo&lt;study&gt;" in text and "demo<study>" not in text
+    assert not re.search(r"<script[^>]+src=", text)  # plotly.js inline, nothing fetched
+    assert "Plotly.newPlot" in text and len(text) > 1_000_000
+    for name in ("pareto", "latency_cdf", "parallel_coordinates"):
+        assert f'id="fig-{name}"' in text
+    rows = re.findall(r'<tr class="([a-z]*)" data-trial="(t\d+)">', text)
+    assert [r[1] for r in rows] == [t.trial_id for t in study_trials]
+    assert dict((tid, role) for role, tid in rows)["t001"] == "promoted"
+    assert "KV cache does not fit: 0.4 GiB free" in text and "engine exited with status 1" in text
+    gain = re.search(r'data-card="gain over baseline">gain over baseline<b>([^<]+)</b>', text)
+    assert gain and gain.group(1) == "1.80x"
+
+
+def test_report_without_feasible_trials_says_so(tmp_path: Path, study_trials: list[TrialResult]) -> None:
+    failed = [t for t in study_trials if not t.feasible]
+    text = write_report(tmp_path, study_name="s", trials=failed, sla=SLA, objective_metric=OBJ,
+                        latency_metric=LAT, promoted_trial_id=None, baseline_trial_id=None).read_text()
+    assert "no trial met the SLA" in text
+    assert re.search(r'gain over baseline<b>n/a</b>', text)
