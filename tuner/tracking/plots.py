@@ -15,6 +15,7 @@ import plotly.graph_objects as go
 import pyarrow.parquet as pq
 from plotly.subplots import make_subplots
 
+from tuner.outputs import pareto
 from tuner.sla import SLATerm
 from tuner.trial_result import TrialResult
 
@@ -50,14 +51,8 @@ def best_feasible(trials: Sequence[TrialResult]) -> TrialResult | None:
 
 
 def pareto_ids(trials: Sequence[TrialResult], objective_metric: str, latency_metric: str) -> set[str]:
-    """Feasible trials no other feasible trial beats on both objective (higher) and latency (lower)."""
-    pts = [(t.trial_id, xy[1], xy[0]) for t in trials if t.feasible
-           for xy in [_xy(t, objective_metric, latency_metric)] if xy is not None]
-    front = set()
-    for tid, v, lat in pts:
-        if not any((v2 >= v and l2 <= lat) and (v2 > v or l2 < lat) for _, v2, l2 in pts):
-            front.add(tid)
-    return front
+    """The Pareto front among SLA-feasible trials (max objective, min latency)."""
+    return {t.trial_id for t in pareto([t for t in trials if t.feasible], objective_metric, latency_metric)}
 
 
 def pareto_figure(

@@ -7,8 +7,6 @@ front, the latency CDF, parameters vs objective, and every trial with its outcom
 from __future__ import annotations
 
 import html
-import os
-import tempfile
 from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime, timezone
@@ -17,6 +15,7 @@ from pathlib import Path
 import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
+from tuner.atomic import write_text
 from tuner.sla import SLATerm
 from tuner.tracking.plots import best_feasible, figures
 from tuner.trial_result import TrialResult
@@ -58,16 +57,8 @@ def write_report(
     page = render_html(figs, study_name=study_name, trials=trials, sla=sla, objective_metric=objective_metric,
                        latency_metric=latency_metric, promoted_trial_id=promoted_trial_id,
                        baseline_trial_id=baseline_trial_id)
-    output_dir.mkdir(parents=True, exist_ok=True)
     path = output_dir / "report.html"
-    fd, tmp = tempfile.mkstemp(dir=output_dir, prefix=".report.", suffix=".html")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(page)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_text(path, page)
     return path
 
 

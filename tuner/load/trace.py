@@ -1,0 +1,103 @@
+"""Trace replay: a Parquet or JSONL file of (arrival_s, input_len, output_len[, cls]) rows."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from tuner.errors import SpecError
+
+COLUMNS = ("arrival_s", "input_len", "output_len")
+
+
+@dataclass(frozen=True)
+class TraceRows:
+    arrival_s: np.ndarray  # float seconds, sorted, starting at 0
+    input_len: np.ndarray
+    output_len: np.ndarray
+    cls: list[str]
+
+    def __len__(self) -> int:
+        return len(self.arrival_s)
+
+    @property
+    def rate(self) -> float:
+        """Mean arrival rate of the trace (req/s); inf when every row arrives at once."""
+        span = float(self.arrival_s[-1] - self.arrival_s[0]) if len(self) > 1 else 0.0
+        return float("inf") if span <= 0 else (len(self) - 1) / span
+
+
+def resolve(path: Path, base_dir: Path | None) -> Path:
+    return path if path.is_absolute() or base_dir is None else base_dir / path
+
+
+def read_trace(path: Path, where: str = "workload.trace.path") -> TraceRows:
+    """Read and check a trace; every problem is a SpecError naming the file."""
+    if not path.exists():
+        raise SpecError(f"trace file not found: {path}", where, "check the path (relative paths are from the study file)")
+    suffix = path.suffix.lower()
+    if suffix == ".parquet":
+        cols = _read_parquet(path, where)
+    elif suffix in (".jsonl", ".json", ".ndjson"):
+        cols = _read_jsonl(path, where)
+    else:
+        raise SpecError(f"unknown trace format {suffix!r}", where, "give a .parquet or .jsonl file")
+    missing = [c for c in COLUMNS if c not in cols]
+    if missing:
+        raise SpecError(f"trace {path} lacks column(s) {missing}", where, f"give columns {list(COLUMNS)} (+ optional cls)")
+    n = len(cols["arrival_s"])
+    if n == 0:
+        raise SpecError(f"trace {path} has no rows", where, "give at least one request")
+    try:
+        arrival = np.asarray(cols["arrival_s"], dtype=float)
+        inp = np.asarray(cols["input_len"], dtype=float)
+        out = np.asarray(cols["output_len"], dtype=float)
+    except (TypeError, ValueError) as exc:
+        raise SpecError(f"trace {path} has non-numeric values: {exc}", where, "use numbers for times and lengths") from None
+    for name, arr in (("arrival_s", arrival), ("input_len", inp), ("output_len", out)):
+        if not np.all(np.isfinite(arr)):
+            raise SpecError(f"trace {path}: {name} has missing or infinite values", where, "fill every row")
+    if np.any(arrival < 0) or np.any(inp < 1) or np.any(out < 1):
+        raise SpecError(f"trace {path}: times must be >= 0 and lengths >= 1", where, "fix the offending rows")
+    order = np.argsort(arrival, kind="stable")
+    classes = [str(c) for c in cols.get("cls", ["trace"] * n)]
+    return TraceRows(
+        arrival_s=arrival[order] - arrival[order][0],
+        input_len=np.rint(inp[order]).astype(np.int64),
+        output_len=np.rint(out[order]).astype(np.int64),
+        cls=[classes[i] for i in order],
+    )
+
+
+def _read_parquet(path: Path, where: str) -> dict[str, list]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        return pq.read_table(path).to_pydict()
+    except (pa.ArrowException, OSError) as exc:
+        raise SpecError(f"cannot read Parquet trace {path}: {exc}", where, "give a valid Parquet file") from None
+
+
+def _read_jsonl(path: Path, where: str) -> dict[str, list]:
+    cols: dict[str, list] = {}
+    rows = 0
+    with path.open() as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise SpecError(f"bad JSON in trace {path}: {exc.msg}", f"{path}:{lineno}", "one JSON object per line") from None
+            if not isinstance(row, dict):
+                raise SpecError("trace line is not a JSON object", f"{path}:{lineno}", "one JSON object per line")
+            for key in set(cols) | set(row):
+                cols.setdefault(key, [None] * rows).append(row.get(key))
+            rows += 1
+    if any(v is None for c in COLUMNS for v in cols.get(c, [])):
+        raise SpecError(f"trace {path}: some rows lack {list(COLUMNS)}", where, "give every column on every line")
+    return cols

@@ -1,0 +1,138 @@
+"""`python -m tuner.run`: validate a study, search with Ray Tune + Optuna, record in MLflow, promote.
+
+Exit status: 0 done (promoted when a feasible config exists), 2 invalid input, 3 done but no config
+met the SLA, 1 anything else.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from tuner.errors import SpecError
+from tuner.spec.load import load_yaml, validate
+from tuner.spec.study import Study
+
+DEFAULT_STUDY = Path(__file__).resolve().parents[1] / "studies" / "default.yaml"
+EXIT_OK, EXIT_ERROR, EXIT_INVALID, EXIT_NO_FEASIBLE = 0, 1, 2, 3
+log = logging.getLogger("tuner.run")
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m tuner.run", description=__doc__.splitlines()[0])
+    p.add_argument("--study", type=Path, default=None, help="study YAML (default: studies/default.yaml)")
+    p.add_argument("--output", type=Path, default=None, help="output folder (default: runs/<study name>)")
+    p.add_argument("--trials", type=int, default=None, help="override budget.trials")
+    p.add_argument("--max-concurrent", type=int, default=None, help="override budget.max_concurrent")
+    p.add_argument("--mlflow-uri", default=None, help="tracking URI (default: SQLite in the output folder)")
+    p.add_argument("--resume", action="store_true", help="continue a study whose driver stopped")
+    p.add_argument("--dry-run", action="store_true", help="validate and print the plan; start nothing")
+    p.add_argument("--no-promote", action="store_true", help="skip promotion")
+    p.add_argument("--seed", type=int, default=None, help="override the study seed")
+    p.add_argument("-v", "--verbose", action="store_true")
+    return p.parse_args(argv)
+
+
+def load(args: argparse.Namespace) -> tuple[Study, dict[str, Any], Path]:
+    path = args.study or DEFAULT_STUDY
+    data = load_yaml(path)
+    if not isinstance(data, dict):
+        raise SpecError("expected a mapping at the top level", str(path), "write key: value pairs")
+    for flag, value in (("--trials", args.trials), ("--max-concurrent", args.max_concurrent)):
+        if value is not None and value <= 0:
+            raise SpecError(f"{flag} must be > 0, got {value}", flag, "give a positive whole number")
+    budget = dict(data.get("budget") or {})
+    if args.trials is not None:
+        budget["trials"] = args.trials
+    if args.max_concurrent is not None:
+        budget["max_concurrent"] = args.max_concurrent
+    if budget:
+        data["budget"] = budget
+    if args.seed is not None:
+        data["seed"] = args.seed
+    study = validate(Study, data, str(path))
+    return study, data, path
+
+
+def init_ray(study: Study) -> None:
+    import ray
+
+    if ray.is_initialized():
+        return
+    address = os.environ.get("RAY_ADDRESS")
+    if address:
+        ray.init(address=address, log_to_driver=False)
+        return
+    try:
+        ray.init(address="auto", log_to_driver=False)
+    except (ConnectionError, RuntimeError, ValueError):
+        ray.init(num_cpus=max(2, os.cpu_count() or 2), include_dashboard=False, log_to_driver=False)
+
+
+def check_cluster(study: Study, max_concurrent: int) -> int:
+    """Each trial must fit on the cluster; max_concurrent is clamped to what the GPUs allow."""
+    import ray
+
+    from tuner.search.driver import trial_resources
+
+    res = trial_resources(study, study.engine_names[0])
+    total = ray.cluster_resources()
+    if res["gpu"] > total.get("GPU", 0):
+        raise SpecError(f"a trial needs {res['gpu']:g} GPU(s) but the Ray cluster has {total.get('GPU', 0):g}",
+                        "resources.gpus_per_trial", "lower gpus_per_trial / tensor_parallel_size or add GPU nodes")
+    if res["cpu"] > total.get("CPU", 0):
+        raise SpecError(f"a trial needs {res['cpu']:g} CPUs but the Ray cluster has {total.get('CPU', 0):g}",
+                        "resources.cpus_per_trial", "lower cpus_per_trial")
+    fit = min(total.get("CPU", 0) // res["cpu"], total.get("GPU", 0) // res["gpu"] if res["gpu"] else 1e9)
+    if max_concurrent > fit:
+        log.warning("max_concurrent %d does not fit the cluster (%s); running %d at once",
+                    max_concurrent, {k: total.get(k) for k in ("CPU", "GPU")}, int(fit))
+        return max(1, int(fit))
+    return max_concurrent
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        study, data, path = load(args)
+        out = (args.output or Path("runs") / study.name).resolve()
+        from tuner.preflight import preflight
+        from tuner.tracking.mlflow_log import check_uri, default_uri
+
+        space = preflight(study, path.parent.resolve(), out)
+        uri = args.mlflow_uri or study.tracking.mlflow_uri or default_uri(out)
+        check_uri(uri)
+        if args.dry_run:
+            from tuner.study_summary import print_plan
+
+            print_plan(study, space, out, uri)
+            return EXIT_OK
+        from tuner.study_flow import run_study
+
+        init_ray(study)
+        max_conc = check_cluster(study, study.budget.max_concurrent)
+        return run_study(study, data, path, space, out, uri, max_concurrent=max_conc, resume=args.resume,
+                         promote=study.promotion.enabled and not args.no_promote)
+    except SpecError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_INVALID
+    except KeyboardInterrupt:
+        print("interrupted: finished trials are saved; continue with --resume", file=sys.stderr)
+        return EXIT_ERROR
+    except Exception as exc:
+        log.exception("study failed")
+        print(f"error: study failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+if __name__ == "__main__":
+    t0 = time.monotonic()
+    code = main()
+    sys.exit(code)

@@ -1,0 +1,141 @@
+"""The study driver: Ray Tune + the constrained Optuna searcher, results streamed to disk and MLflow.
+
+Finished trials are written to trials.parquet and MLflow as each completes, so a killed driver
+loses nothing finished; `resume` continues the same Tune experiment and reconciles MLflow runs.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import ray
+from ray import tune
+
+from tuner.outcome import TrialOutcome
+from tuner.outputs import read_trials, write_trials
+from tuner.search.space import Space
+from tuner.search.trainable import trainable
+from tuner.spec.study import Study
+from tuner.tracking.mlflow_log import StudyTracker
+from tuner.trial_result import TrialResult
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class SearchRun:
+    trials: list[TrialResult]
+    rejected: list[dict[str, Any]] = field(default_factory=list)
+    wall_s: float = 0.0
+
+
+class _Recorder(tune.Callback):
+    """Streams each finished trial to trials.parquet, MLflow and the progress view, in the driver."""
+
+    def __init__(self, study: Study, space: Space, out: Path, tracker: StudyTracker, progress: Any,
+                 known: dict[str, TrialResult], logged: dict[str, str]) -> None:
+        self.study, self.space, self.out, self.tracker, self.progress = study, space, out, tracker, progress
+        self.trials = known
+        self.logged = logged
+        names: list[str] = []
+        defaults: dict[str, Any] = {}
+        for sp in space.engines.values():
+            names += [n for n in sp.params if n not in names]
+            defaults.update(sp.defaults())
+        self.param_names, self.defaults = names, defaults
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Tune pickles its run config; the recorder's live handles stay in the driver (re-attached on resume)."""
+        return {}
+
+    def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        cfg = trial.config
+        self.progress.trial_started(trial.trial_id, cfg.get("engine", "?"), cfg.get("params", {}))
+
+    def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        res = trial.last_result or {}
+        if "trial_json" in res:
+            self._record(_from_json(json.loads(res["trial_json"])))
+
+    def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        cfg = trial.config
+        self._record(TrialResult(
+            trial_id=trial.trial_id, number=int(cfg.get("number", -1)), engine=cfg.get("engine", "?"),
+            params=cfg.get("params", {}), args=cfg.get("args", {}), outcome=TrialOutcome.CRASHED,
+            reason=f"trial actor failed: {str(getattr(trial, 'error_msg', '') or 'see Tune logs')[:300]}",
+            baseline=bool(cfg.get("baseline")),
+        ))
+
+    def _record(self, result: TrialResult) -> None:
+        if result.trial_id in self.trials:
+            return
+        if result.trial_id in self.logged:
+            result.mlflow_run_id = self.logged[result.trial_id]
+        else:
+            try:
+                result.mlflow_run_id = self.tracker.log_trial(result, self.param_names, self.defaults)
+            except Exception as exc:  # noqa: BLE001 - tracking trouble must not lose the trial
+                log.warning("MLflow logging of trial %s failed: %s", result.trial_id, exc)
+        self.trials[result.trial_id] = result
+        write_trials(self.out / "trials.parquet", list(self.trials.values()))
+        self.progress.trial_finished(result)
+
+
+def _from_json(d: dict[str, Any]) -> TrialResult:
+    d = dict(d)
+    d["outcome"] = TrialOutcome(d["outcome"])
+    return TrialResult(**d)
+
+
+def trial_resources(study: Study, engine: str) -> dict[str, float]:
+    """CPUs and GPUs one trial holds. GPU engines default to their tensor-parallel size when the cluster has GPUs."""
+    gpus = study.resources.gpus_per_trial
+    if gpus == 0 and engine in ("vllm", "sglang") and ray.cluster_resources().get("GPU", 0) > 0:
+        gpus = float(study.model.tensor_parallel_size)
+    return {"cpu": study.resources.cpus_per_trial, "gpu": gpus}
+
+
+def run_search(study: Study, study_data: dict[str, Any], space: Space, out: Path, base_dir: Path,
+               tracker: StudyTracker, progress: Any, *, trials: int, max_concurrent: int, resume: bool) -> SearchRun:
+    from tuner.search.searcher import make_searcher
+
+    t0 = time.monotonic()
+    known = {t.trial_id: t for t in read_trials(out / "trials.parquet")} if resume else {}
+    logged = tracker.logged_trials() if resume else {}
+    recorder = _Recorder(study, space, out, tracker, progress, known, logged)
+    engines = study.engine_names
+    res = trial_resources(study, engines[0])
+    fn = tune.with_parameters(trainable, study_data=study_data, output_dir=str(out), base_dir=str(base_dir))
+    fn = tune.with_resources(fn, res)
+    storage = str((out / "tune").resolve())
+    name = "search"
+    run_config = tune.RunConfig(
+        name=name, storage_path=storage, callbacks=[recorder], verbose=0,
+        failure_config=tune.FailureConfig(max_failures=0, fail_fast=False),
+        checkpoint_config=tune.CheckpointConfig(checkpoint_at_end=False),
+    )
+    exp_path = os.path.join(storage, name)
+    searcher = make_searcher(study, space)
+    if resume and tune.Tuner.can_restore(exp_path):
+        tuner = tune.Tuner.restore(exp_path, trainable=fn, resume_unfinished=True, resume_errored=False,
+                                   restart_errored=False)
+        tuner._local_tuner._run_config.callbacks = [recorder]  # callbacks are not restored by Tune
+    else:
+        tuner = tune.Tuner(
+            fn,
+            tune_config=tune.TuneConfig(
+                search_alg=searcher, num_samples=trials, max_concurrent_trials=max_concurrent,
+                time_budget_s=study.budget.time_limit_s, reuse_actors=False,
+            ),
+            run_config=run_config,
+        )
+    tuner.fit()
+    rejected = list(getattr(searcher, "rejected", []))
+    return SearchRun(trials=sorted(recorder.trials.values(), key=lambda t: t.number), rejected=rejected,
+                     wall_s=time.monotonic() - t0)

@@ -1,0 +1,168 @@
+"""Engine knobs per flavour: names (the real engines' flags in snake_case), types and defaults.
+
+Defaults follow what vLLM 0.26 resolves on a given GPU (read from the reference server logs for
+H200) and SGLang 0.5's server_args (approximated where they depend on profiling: documented in
+docs/sim.md). Unknown knobs and wrong types are a SpecError, as the real argument parsers refuse them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from tuner.errors import SpecError
+from tuner.sim.catalog import GPU, get_gpu
+
+FLAVOURS = ("vllm", "sglang")
+
+VLLM_KNOBS: dict[str, type] = {
+    "max_num_seqs": int,
+    "max_num_batched_tokens": int,
+    "gpu_memory_utilization": float,
+    "block_size": int,
+    "enable_chunked_prefill": bool,
+    "max_num_partial_prefills": int,
+    "long_prefill_token_threshold": int,
+    "scheduling_policy": str,
+    "enable_prefix_caching": bool,
+    "enforce_eager": bool,
+    "max_cudagraph_capture_size": int,
+    "kv_cache_memory_bytes": int,
+}
+
+SGLANG_KNOBS: dict[str, type] = {
+    "max_running_requests": int,
+    "chunked_prefill_size": int,
+    "max_prefill_tokens": int,
+    "mem_fraction_static": float,
+    "page_size": int,
+    "schedule_policy": str,
+    "schedule_conservativeness": float,
+    "cuda_graph_max_bs": int,
+    "disable_cuda_graph": bool,
+    "disable_radix_cache": bool,
+}
+
+CHOICES: dict[str, tuple[str, ...]] = {
+    "scheduling_policy": ("fcfs", "priority"),
+    "schedule_policy": ("fcfs", "lpm", "dfs-weight", "lof", "random"),
+}
+
+
+def knobs(flavour: str) -> dict[str, type]:
+    if flavour == "vllm":
+        return VLLM_KNOBS
+    if flavour == "sglang":
+        return SGLANG_KNOBS
+    raise SpecError(f"unknown sim flavour {flavour!r}", "sim.flavour", f"use one of {list(FLAVOURS)}")
+
+
+def _sglang_chunk(gpu: GPU) -> int:
+    """SGLang picks chunked_prefill_size from the GPU memory size."""
+    if gpu.mem_gib < 35:
+        return 2048
+    if gpu.mem_gib < 60:
+        return 4096
+    if gpu.mem_gib < 100:
+        return 8192
+    return 16384
+
+
+def _sglang_mem_fraction(gpu: GPU) -> float:
+    """SGLang reserves room for activations and CUDA graphs; larger GPUs keep a larger static fraction."""
+    if gpu.mem_gib < 50:
+        return 0.85
+    if gpu.mem_gib < 100:
+        return 0.88
+    return 0.9
+
+
+def default_args(flavour: str, gpu: str, shape: str, max_model_len: int) -> dict[str, Any]:
+    """The engine's own defaults for this GPU, as it would resolve them at start."""
+    g = get_gpu(gpu)
+    if flavour == "vllm":
+        mbt = 8192 if g.large else 2048
+        mns = 1024 if g.large else 256
+        return {
+            "max_num_seqs": mns,
+            "max_num_batched_tokens": mbt,
+            "gpu_memory_utilization": 0.92,
+            "block_size": 16,
+            "enable_chunked_prefill": True,
+            "max_num_partial_prefills": 1,
+            "long_prefill_token_threshold": 0,
+            "scheduling_policy": "fcfs",
+            "enable_prefix_caching": True,
+            "enforce_eager": False,
+            "max_cudagraph_capture_size": min(2 * mns, 512),
+            "kv_cache_memory_bytes": None,
+        }
+    if flavour == "sglang":
+        chunk = _sglang_chunk(g)
+        return {
+            "max_running_requests": None,  # resolved from the KV pool size at start
+            "chunked_prefill_size": chunk,
+            "max_prefill_tokens": 16384,
+            "mem_fraction_static": _sglang_mem_fraction(g),
+            "page_size": 1,
+            "schedule_policy": "fcfs",
+            "schedule_conservativeness": 1.0,
+            "cuda_graph_max_bs": 256 if g.large else 160,
+            "disable_cuda_graph": False,
+            "disable_radix_cache": False,
+        }
+    knobs(flavour)  # raises
+    return {}
+
+
+def _coerce(name: str, kind: type, value: Any, where: str) -> Any:
+    if value is None:
+        return None
+    if kind is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "false", "1", "0"):
+            return value.lower() in ("true", "1")
+    elif kind is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+            return int(value)
+    elif kind is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str):
+            try:
+                return float(value)
+            except ValueError:
+                pass
+    elif kind is str and isinstance(value, str):
+        choices = CHOICES.get(name)
+        if choices and value not in choices:
+            raise SpecError(f"{name}={value!r} is not a valid choice", where, f"use one of {list(choices)}")
+        return value
+    raise SpecError(f"{name}={value!r} must be {kind.__name__}", where, f"give a {kind.__name__} value")
+
+
+def resolve_args(
+    flavour: str, gpu: str, shape: str, max_model_len: int, args: Mapping[str, Any]
+) -> dict[str, Any]:
+    """Defaults overlaid with the given knobs, each checked for name and type."""
+    table = knobs(flavour)
+    out = default_args(flavour, gpu, shape, max_model_len)
+    user_set_mns = False
+    for name, value in args.items():
+        key = name.replace("-", "_")
+        if key not in table:
+            raise SpecError(
+                f"unknown {flavour} argument {name!r}", f"args.{name}", f"use one of {sorted(table)}"
+            )
+        out[key] = _coerce(key, table[key], value, f"args.{name}")
+        user_set_mns |= key == "max_num_seqs"
+    if flavour == "vllm" and "max_cudagraph_capture_size" not in args and user_set_mns:
+        out["max_cudagraph_capture_size"] = min(2 * out["max_num_seqs"], 512)
+    if flavour == "vllm" and out["enforce_eager"]:
+        out["max_cudagraph_capture_size"] = 0
+    return out

@@ -1,0 +1,123 @@
+"""A study after validation: search, outputs, report, promotion, summary. Returns the exit status."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+from tuner.atomic import write_json
+from tuner.outputs import write_pareto
+from tuner.search.space import Space
+from tuner.spec.study import Study
+from tuner.study_summary import print_summary
+from tuner.tracking.mlflow_log import StudyTracker
+from tuner.trial import TrialPlan, run_trial
+from tuner.trial_result import TrialResult
+
+log = logging.getLogger(__name__)
+STATE = "state.json"
+
+
+def _progress(study: Study, trials: int) -> Any:
+    try:
+        from tuner.progress import StudyProgress
+
+        return StudyProgress(trials, study.budget.time_limit_s)
+    except ImportError:  # pragma: no cover - progress view is optional
+        from contextlib import nullcontext
+
+        class _Quiet(nullcontext):
+            def trial_started(self, *a: Any) -> None: ...
+            def trial_finished(self, *a: Any) -> None: ...
+
+        return _Quiet()
+
+
+def make_confirm(study: Study, data: dict[str, Any], out: Path, base_dir: Path) -> Any:
+    """Re-run a trial's config with another workload seed, as a Ray task holding the trial's resources."""
+    import ray
+
+    from tuner.search.driver import trial_resources
+    from tuner.search.trainable import trial_dir
+    from tuner.spec.load import validate
+
+    @ray.remote(max_retries=0)
+    def _confirm(data: dict[str, Any], plan: TrialPlan, tdir: str, base: str) -> TrialResult:
+        return run_trial(validate(Study, data, "study"), plan, Path(tdir), base_dir=Path(base))
+
+    def confirm(trial: TrialResult, seed: int) -> TrialResult:
+        res = trial_resources(study, trial.engine)
+        plan = TrialPlan(trial_id=f"{trial.trial_id}-c{seed}", number=trial.number, engine=trial.engine,
+                         args=trial.args, params=trial.params, seed=seed)
+        tdir = trial_dir(out, trial.number, plan.trial_id)
+        return ray.get(_confirm.options(num_cpus=res["cpu"], num_gpus=res["gpu"]).remote(
+            data, plan, str(tdir), str(base_dir)))
+
+    return confirm
+
+
+def run_study(study: Study, data: dict[str, Any], study_path: Path, space: Space, out: Path, uri: str, *,
+              max_concurrent: int, resume: bool, promote: bool) -> int:
+    from tuner.search.driver import run_search
+
+    t0 = time.monotonic()
+    base_dir = study_path.parent.resolve()
+    state_path = out / STATE
+    state = json.loads(state_path.read_text()) if resume and state_path.exists() else {}
+    tracker = StudyTracker(uri, study.tracking.experiment or study.name, study.name, out / "mlartifacts")
+    parent = tracker.start(state.get("parent_run_id"))
+    write_json(state_path, {"parent_run_id": parent, "tracking_uri": uri, "study": str(study_path)})
+    if not state:
+        tracker.log_study(study_path, space.describe(), {
+            "engine": ",".join(study.engine_names), "model": study.model.name, "sla": ";".join(map(str, study.sla)),
+            "objective": study.objective.metric, "trials": study.budget.trials, "seed": study.seed,
+            "workload": json.dumps(study.workload.model_dump(mode="json"))})
+    ok = False
+    try:
+        with _progress(study, study.budget.trials) as progress:
+            run = run_search(study, data, space, out, base_dir, tracker, progress, trials=study.budget.trials,
+                             max_concurrent=max_concurrent, resume=resume)
+        trials = run.trials
+        promotion = None
+        if promote and any(t.feasible for t in trials):
+            from tuner.promote import promote_study
+
+            promotion = promote_study(study, trials, output_dir=out, tracking_uri=uri, parent_run_id=parent,
+                                      confirm=make_confirm(study, data, out, base_dir) if study.promotion.confirm_runs else None)
+        promoted_id = promotion.trial.trial_id if promotion is not None and promotion.promoted and promotion.trial else None
+        write_pareto(out / "pareto.json", trials, study.sla, study.objective.metric, study.objective.latency_metric,
+                     run.rejected, promoted_id)
+        report = _report(study, trials, out, promoted_id)
+        base = next((t for t in trials if t.baseline), None)
+        best = max((t for t in trials if t.feasible), key=lambda t: t.objective or 0, default=None)
+        tracker.log_outputs(
+            [out / "trials.parquet", out / "pareto.json", out / "promoted.yaml", *([report] if report else [])],
+            {"trials_ok": sum(t.outcome.ran for t in trials), "trials_failed": sum(not t.outcome.ran for t in trials),
+             "best_objective": best.objective if best else None,
+             "baseline_objective": base.objective if base else None,
+             "tuned_vs_default": (best.objective / base.objective) if best and base and base.objective else None})
+        print_summary(study, trials, out, uri, promotion, run.rejected, time.monotonic() - t0)
+        ok = True
+        if best is None:
+            return 3
+        return 0
+    finally:
+        tracker.finish(ok)
+
+
+def _report(study: Study, trials: list[TrialResult], out: Path, promoted_id: str | None) -> Path | None:
+    try:
+        from tuner.tracking.report import write_report
+    except ImportError:
+        return None
+    base = next((t for t in trials if t.baseline), None)
+    try:
+        return write_report(out, study_name=study.name, trials=trials, sla=study.sla,
+                            objective_metric=study.objective.metric, latency_metric=study.objective.latency_metric,
+                            promoted_trial_id=promoted_id, baseline_trial_id=base.trial_id if base else None)
+    except Exception as exc:  # noqa: BLE001 - a report problem must not fail a finished study
+        log.warning("report.html could not be written: %s", exc)
+        return None

@@ -1,0 +1,80 @@
+"""What the user reads on stdout: the plan of a dry run and the summary of a finished study."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tuner.search.space import Space
+from tuner.spec.study import Study
+from tuner.trial_result import TrialResult
+
+
+def print_plan(study: Study, space: Space, out: Path, uri: str) -> None:
+    from tuner.search.driver import trial_resources
+
+    print(f"study {study.name}: dry run (nothing started)")
+    print(f"  engines: {', '.join(study.engine_names)}"
+          + (f" (simulated {study.sim.flavour} on {study.sim.gpu}, {study.sim.mode} time)" if "sim" in study.engine_names else ""))
+    print(f"  model: {study.model.name} max_model_len={study.model.max_model_len} tp={study.model.tensor_parallel_size}")
+    wl = study.workload
+    print(f"  workload: {wl.profile or ('trace ' + str(wl.trace.path) if wl.trace else f'{len(wl.classes or [])} classes')}"
+          f", arrivals {wl.arrivals.process}, {study.capacity.requests_per_point} requests per load point")
+    print(f"  SLA: {', '.join(str(t) for t in study.sla)}")
+    print(f"  objective: maximise {study.objective.metric} at SLA capacity ({study.objective.mode}); "
+          f"search {study.search.algorithm}, baseline first: {study.search.baseline_first}")
+    print(f"  budget: {study.budget.trials} trials, {study.budget.max_concurrent} at once"
+          + (f", {study.budget.time_limit_s:g} s limit" if study.budget.time_limit_s else ""))
+    for e in study.engine_names:
+        try:
+            res = trial_resources(study, e)
+        except Exception:  # noqa: BLE001 - no Ray cluster in a dry run: show the request
+            res = {"cpu": study.resources.cpus_per_trial, "gpu": study.resources.gpus_per_trial}
+        print(f"  resources per {e} trial: {res['cpu']:g} CPU, {res['gpu']:g} GPU")
+    print("  search space:")
+    for line in space.describe():
+        print(f"    {line}")
+    print(f"  output: {out}")
+    print(f"  MLflow: {uri}")
+
+
+def ratio(value: float | None, base: float | None) -> str:
+    if value is None or not base:
+        return "n/a"
+    return f"{value / base:.2f}x"
+
+
+def print_summary(study: Study, trials: list[TrialResult], out: Path, uri: str, promotion: Any,
+                  rejected: list[dict[str, Any]], wall_s: float) -> None:
+    from collections import Counter
+
+    counts = Counter(t.outcome.value for t in trials)
+    base = next((t for t in trials if t.baseline), None)
+    feasible = sorted((t for t in trials if t.feasible), key=lambda t: -(t.objective or 0))
+    print(f"\nstudy {study.name}: {len(trials)} trials in {wall_s:.0f} s "
+          f"({', '.join(f'{k} {v}' for k, v in sorted(counts.items()))}; {len(rejected)} configs rejected before launch)")
+    metric = study.objective.metric
+    if base is not None:
+        print(f"  baseline (engine defaults): {metric} = {_fmt(base.objective)} at capacity "
+              f"{_fmt(base.capacity)} [{base.outcome.value}]")
+    if feasible:
+        best = feasible[0]
+        print(f"  best SLA-feasible: trial {best.number} {metric} = {_fmt(best.objective)} "
+              f"({ratio(best.objective, base.objective if base else None)} of baseline), capacity {_fmt(best.capacity)}")
+        print(f"    args: {best.args}")
+    else:
+        print("  no config met the SLA")
+    if promotion is not None:
+        print(f"  promotion: {'promoted' if promotion.promoted else 'nothing promoted'}: {promotion.reason}")
+    print(f"  results: {out}")
+    for name in ("trials.parquet", "pareto.json", "promoted.yaml", "report.html"):
+        if (out / name).exists():
+            print(f"    {out / name}")
+    if uri.startswith("sqlite:///"):
+        print(f"  MLflow UI: mlflow ui --backend-store-uri {uri} --port 5000  (then open http://127.0.0.1:5000)")
+    else:
+        print(f"  MLflow: {uri}")
+
+
+def _fmt(v: float | None) -> str:
+    return "n/a" if v is None else f"{v:,.1f}"
