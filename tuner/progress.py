@@ -50,7 +50,7 @@ class StudyProgress:
     def trial_started(self, trial_id: str, engine: str, params: dict[str, Any]) -> None:
         with self._lock:
             self.running[trial_id] = (engine, dict(params), self._clock())
-        self._emit(f"trial {trial_id} started ({engine}) {_fmt_params(params)}")
+        self._emit(f"trial {trial_id} started ({engine}) {_fmt_params(params)}".rstrip())
 
     def trial_finished(self, result: TrialResult) -> None:
         with self._lock:
