@@ -1,0 +1,299 @@
+"""The SLA-constrained Optuna search, usable with or without Ray Tune.
+
+`SearchCore` drives an Optuna study by ask/tell: baseline first, known constraints repaired or
+rejected before launch, configs the feasibility model predicts cannot run skipped, duplicates never
+relaunched, and each finished trial told with its SLA violations attached by `Trial.set_constraint`
+(Optuna 5; Ray Tune's OptunaSearch passes objective values only, hence our own Searcher).
+`ConstrainedSearcher` is the thin Ray Tune face over it; `make_searcher` builds both from a study.
+"""
+
+from __future__ import annotations
+
+import math
+import pickle
+import warnings
+from typing import Any
+
+import optuna
+from ray.tune.search import Searcher
+
+from tuner.search.feasibility import FeasibilityModel, config_key
+from tuner.search.space import Rejected, Space
+from tuner.spec.study import Study
+
+RAN = ("ok", "sla_violated")
+OUTCOMES = (*RAN, "start_failed", "oom", "crashed", "timeout")
+_SWITCH_TO_RANDOM_AFTER = 20  # skipped samples in a row before a random fallback draws the next one
+
+
+def make_sampler(study: Study, space: Space) -> optuna.samplers.BaseSampler:
+    """The study's sampler, seeded by the study seed (TPE with constant liar for parallel trials)."""
+    algo, seed = study.search.algorithm, study.seed
+    if algo == "tpe":
+        with warnings.catch_warnings():  # `group` is marked experimental; it is what conditional spaces need
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            return optuna.samplers.TPESampler(
+                seed=seed, n_startup_trials=study.search.n_startup_trials, constant_liar=True,
+                multivariate=True, group=space.joint or _has_conditionals(space),
+            )
+    if algo == "nsga2":
+        pop = max(4, min(20, study.budget.trials // 3))
+        return optuna.samplers.NSGAIISampler(seed=seed, population_size=pop)
+    return optuna.samplers.RandomSampler(seed=seed)  # random, and grid's sampler for anything unqueued
+
+
+def _has_conditionals(space: Space) -> bool:
+    return any(p.when for sp in space.engines.values() for p in sp.params.values())
+
+
+class SearchCore:
+    """Ask/tell over an Optuna study with baseline, constraints, feasibility learning and dedup."""
+
+    def __init__(self, study: Study, space: Space, *, sampler: optuna.samplers.BaseSampler | None = None,
+                 max_resample: int = 200, grid_points: int = 3) -> None:
+        self.study, self.space = study, space
+        self.multi = study.objective.mode == "multi"
+        directions = ["maximize", "minimize"] if self.multi else ["maximize"]
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        self.optuna = optuna.create_study(directions=directions, sampler=sampler or make_sampler(study, space))
+        self._random = optuna.samplers.RandomSampler(seed=study.seed + 1)
+        self.max_resample = max_resample
+        self.feasibility = (FeasibilityModel(space.engines, seed=study.seed)
+                            if study.search.learn_failures else None)
+        self.rejected: list[dict[str, Any]] = []  # never launched: engine, params, reason
+        self.duplicates = 0  # samples equal to a config already launched (skipped)
+        self.history: list[dict[str, Any]] = []  # one row per finished trial
+        self._baselines = list(space.engines) if study.search.baseline_first else []
+        self._grid = self._grid_queue(grid_points) if study.search.algorithm == "grid" else None
+        self._configs: dict[int, dict[str, Any]] = {}
+        self._trials: dict[int, optuna.Trial | None] = {}
+        self._running: dict[tuple[str, str], int] = {}
+        self._done: dict[tuple[str, str], int] = {}
+        self._next = 0
+
+    # ---------------------------------------------------------------- ask
+
+    def ask(self) -> dict[str, Any] | None:
+        """The next config to launch, or None when the space has nothing left worth launching."""
+        if self._baselines:
+            return self._baseline(self._baselines.pop(0))
+        skipped = 0
+        for _ in range(self.max_resample):
+            if self._grid is not None:
+                if not self._grid:
+                    return None
+                self.optuna.enqueue_trial(self._grid.pop(0), skip_if_exists=False)
+            fallback = skipped >= _SWITCH_TO_RANDOM_AFTER and self._grid is None
+            trial = self._ask_trial(fallback)
+            engine, values = self.space.sample(trial)
+            cfg = self._vet(trial, engine, {k: _tidy(v) for k, v in values.items()})
+            if cfg is not None:
+                return cfg
+            skipped += 1
+        return None
+
+    def _ask_trial(self, fallback: bool) -> optuna.Trial:
+        if not fallback:
+            return self.optuna.ask()
+        main, self.optuna.sampler = self.optuna.sampler, self._random
+        try:
+            return self.optuna.ask()
+        finally:
+            self.optuna.sampler = main
+
+    def _vet(self, trial: optuna.Trial, engine: str, values: dict[str, Any]) -> dict[str, Any] | None:
+        """Repair/reject by known constraints, skip predicted failures and duplicates, else launch."""
+        sp = self.space.engines[engine]
+        try:
+            args, notes = sp.apply_constraints(values)
+        except Rejected as exc:
+            return self._skip(trial, engine, values, f"constraint: {exc}")
+        if self.feasibility is not None:
+            why = self.feasibility.predict(engine, args)
+            if why:
+                return self._skip(trial, engine, values, why)
+        key = self._key(engine, args)
+        twin = self._running.get(key, self._done.get(key))
+        if twin is not None:
+            self.duplicates += 1
+            self.optuna.tell(trial, state=optuna.trial.TrialState.FAIL)
+            return None
+        return self._launch(trial, engine, values, args, notes, baseline=False)
+
+    def _skip(self, trial: optuna.Trial, engine: str, values: dict[str, Any], reason: str) -> None:
+        trial.set_user_attr("rejected", reason)
+        self.optuna.tell(trial, state=optuna.trial.TrialState.FAIL)
+        self.rejected.append({"engine": engine, "params": dict(values), "reason": reason})
+        return None
+
+    def _baseline(self, engine: str) -> dict[str, Any]:
+        """The engine's defaults, launched with no searched flag; told to Optuna when defaults are known."""
+        sp = self.space.engines[engine]
+        trial: optuna.Trial | None = None
+        defaults = {k: v for k, v in sp.defaults().items() if sp.active(k, sp.defaults())}
+        if set(defaults) == {k for k in sp.params if sp.active(k, defaults)} and _in_range(sp, defaults):
+            fixed = {f"{engine}.{k}": v for k, v in defaults.items()}
+            if self.space.joint:
+                fixed["engine"] = engine
+            self.optuna.enqueue_trial(fixed, user_attrs={"baseline": True}, skip_if_exists=False)
+            trial = self._ask_trial(False)
+            self.space.sample(trial)
+        return self._launch(trial, engine, {}, dict(sp.fixed), [], baseline=True)
+
+    def _launch(self, trial: optuna.Trial | None, engine: str, params: dict[str, Any], args: dict[str, Any],
+                notes: list[str], *, baseline: bool) -> dict[str, Any]:
+        number = self._next
+        self._next += 1
+        cfg = {"engine": engine, "params": dict(params), "args": args, "notes": list(notes),
+               "baseline": baseline, "number": number, "incumbent": self.incumbent()}
+        self._configs[number] = cfg
+        self._trials[number] = trial
+        self._running[self._key(engine, args)] = number
+        return cfg
+
+    def _key(self, engine: str, args: dict[str, Any]) -> tuple[str, str]:
+        return config_key(engine, {**self.space.engines[engine].defaults(), **args})
+
+    # ---------------------------------------------------------------- tell
+
+    def tell(self, number: int, result: dict[str, Any] | None) -> None:
+        """Map a trial's final result onto Optuna: ran -> COMPLETE with SLA constraints, else FAIL."""
+        cfg = self._configs[number]
+        trial = self._trials.pop(number, None)
+        key = self._key(cfg["engine"], cfg["args"])
+        self._running.pop(key, None)
+        self._done[key] = number
+        result = result or {}
+        outcome = str(result.get("outcome", "crashed"))
+        if outcome not in OUTCOMES:
+            outcome = "crashed"
+        if self.feasibility is not None:
+            self.feasibility.observe(cfg["engine"], cfg["args"], outcome, number, str(result.get("reason", "")))
+        values = self._values(outcome, result)
+        constraints = self._constraints(outcome, result)
+        if trial is not None:
+            if values is None:
+                trial.set_user_attr("outcome", outcome)
+                self.optuna.tell(trial, state=optuna.trial.TrialState.FAIL)
+            else:
+                for name, v in constraints.items():
+                    trial.set_constraint(name, v)
+                self.optuna.tell(trial, values if self.multi else values[0])
+        self.history.append({
+            "number": number, "engine": cfg["engine"], "params": cfg["params"], "args": cfg["args"],
+            "baseline": cfg["baseline"], "outcome": outcome,
+            "objective": values[0] if values else None, "latency": values[1] if values and self.multi else
+            _num(result.get("latency")), "capacity": _num(result.get("capacity")),
+            "feasible": values is not None and outcome == "ok" and all(v <= 0 for v in constraints.values()),
+        })
+
+    def _values(self, outcome: str, result: dict[str, Any]) -> list[float] | None:
+        """Objective (and latency in multi mode) of a run; None for a failure: never a fake zero."""
+        if outcome not in RAN:
+            return None
+        obj = _num(result.get("objective"))
+        if obj is None:
+            return None
+        if not self.multi:
+            return [obj]
+        lat = _num(result.get("latency"))
+        return None if lat is None else [obj, lat]
+
+    def _constraints(self, outcome: str, result: dict[str, Any]) -> dict[str, float]:
+        """One constraint per SLA term, (value - limit) / limit; missing terms count as violated."""
+        given = [_num(v) for v in result.get("violations") or []]
+        out: dict[str, float] = {}
+        for i, term in enumerate(self.study.sla):
+            v = given[i] if i < len(given) else None
+            if v is None:
+                v = 0.0 if outcome == "ok" else 1.0
+            out[f"sla.{term.name}"] = v
+        return out
+
+    # ---------------------------------------------------------------- read
+
+    def incumbent(self) -> float | None:
+        """Best SLA-feasible objective so far (the bar the rung rule compares against)."""
+        vals = [h["objective"] for h in self.history if h["feasible"] and h["objective"] is not None]
+        return max(vals) if vals else None
+
+    def best(self) -> dict[str, Any] | None:
+        rows = [h for h in self.history if h["feasible"]]
+        return max(rows, key=lambda h: h["objective"]) if rows else None
+
+    def _grid_queue(self, points: int) -> list[dict[str, Any]]:
+        """Grid points of every engine, interleaved, as prefixed Optuna params."""
+        per = [[{**({"engine": e} if self.space.joint else {}), **{f"{e}.{k}": v for k, v in g.items()}}
+                for g in sp.grid(points)] for e, sp in self.space.engines.items()]
+        out: list[dict[str, Any]] = []
+        for i in range(max(len(p) for p in per)):
+            out += [p[i] for p in per if i < len(p)]
+        return out
+
+
+class ConstrainedSearcher(Searcher):
+    """Ray Tune face of `SearchCore`: suggest() -> config dict, on_trial_complete() -> tell."""
+
+    def __init__(self, core: SearchCore) -> None:
+        super().__init__(metric="objective", mode="max")
+        self.core = core
+        self._numbers: dict[str, int] = {}
+
+    @property
+    def rejected(self) -> list[dict[str, Any]]:
+        return self.core.rejected
+
+    def set_search_properties(self, metric: str | None, mode: str | None, config: dict, **spec: Any) -> bool:
+        return True  # the space comes from the study, not from Tune's param_space
+
+    def suggest(self, trial_id: str) -> dict[str, Any] | str | None:
+        cfg = self.core.ask()
+        if cfg is None:
+            return Searcher.FINISHED
+        self._numbers[trial_id] = cfg["number"]
+        return cfg
+
+    def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
+        number = self._numbers.pop(trial_id, None)
+        if number is None:
+            return
+        if error and not (result and result.get("outcome") in OUTCOMES):
+            result = {"outcome": "crashed", "reason": "the trainable raised"}
+        self.core.tell(number, result)
+
+    def save(self, checkpoint_path: str) -> None:
+        with open(checkpoint_path, "wb") as f:
+            pickle.dump({"core": self.core, "numbers": self._numbers}, f)
+
+    def restore(self, checkpoint_path: str) -> None:
+        with open(checkpoint_path, "rb") as f:
+            state = pickle.load(f)
+        self.core, self._numbers = state["core"], state["numbers"]
+
+
+def make_searcher(study: Study, space: Space) -> ConstrainedSearcher:
+    """The study's searcher for Ray Tune (algorithm, seed, baseline, constraints from the study)."""
+    return ConstrainedSearcher(SearchCore(study, space))
+
+
+def _in_range(sp: Any, values: dict[str, Any]) -> bool:
+    for k, v in values.items():
+        p = sp.params[k]
+        if p.type in ("int", "float") and not (p.low <= v <= p.high):
+            return False
+        if p.type == "categorical" and v not in (p.choices or []):
+            return False
+    return True
+
+
+def _tidy(v: Any) -> Any:
+    """0.9400000000000001 -> 0.94: stepped floats reach engine flags as their intended values."""
+    return round(v, 6) if isinstance(v, float) else v
+
+
+def _num(v: Any) -> float | None:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(f) or math.isinf(f) else f
