@@ -1,0 +1,21 @@
+"""Fitted efficiency factors and overheads (written by benchmarks/calibrate_sim.py; edit by re-fitting).
+
+Fitted on real vLLM 0.26.0 runs on one H200 (benchmarks/reference/h200-vllm-0.26.0, the configs
+named in FIT_SET of benchmarks/sim_fidelity.py); other GPUs reuse these factors (see docs/sim.md).
+"""
+
+from __future__ import annotations
+
+from tuner.sim.cost import Calibration
+
+FITTED = Calibration(
+    e_lin=0.6,
+    e_w=0.8,
+    e_attn=0.5,
+    e_kv=0.7,
+    o_step_s=0.0015,
+    o_tok_s=0.0,
+    launch_per_layer_s=3e-05,
+    eager_mult=1.15,
+    frontend_s=0.002,
+)

@@ -1,0 +1,250 @@
+"""Shared state of the discrete-event engine: sequences, the paged KV pool and decode bookkeeping.
+
+Speed comes from two observations. (1) Every running sequence in its decode phase gets exactly one
+token per decode step, so its token times are a contiguous slice of one shared list of decode-step
+end times (`dec_times`); a sequence only stores where its slice starts. (2) Between events
+(arrival, prefill, finish, KV pressure), decode-only steps differ only in their KV context, which
+grows linearly, so k such steps are computed in closed form at once (`_decode_run`).
+
+KV blocks are exact: a decoding sequence needs a new block when the position it writes is a
+multiple of the block size, i.e. at decode indices j with j = dec_start - L0 (mod block size);
+`cnt[r]` counts decoding sequences of each phase r, so a step's new blocks are `cnt[j % bs]`.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+
+import numpy as np
+
+from tuner.sim.cost import StepCost
+
+WAITING, PREFILL, DECODE, DONE = 0, 1, 2, 3
+
+
+class Seq:
+    """One request inside the engine."""
+
+    __slots__ = ("idx", "inp", "out", "pgroup", "plen", "arrival", "gen", "L", "target", "blocks",
+                 "dec_start", "g0", "L0", "phase", "ver", "pieces", "preempt", "first", "done", "state",
+                 "hit")
+
+    def __init__(self, idx: int, inp: int, out: int, arrival: float, pgroup: int = -1, plen: int = 0) -> None:
+        self.idx, self.inp, self.out, self.arrival = idx, inp, out, arrival
+        self.pgroup, self.plen = pgroup, plen
+        self.gen = self.L = self.blocks = self.dec_start = self.g0 = self.L0 = self.phase = 0
+        self.ver = self.preempt = self.hit = 0
+        self.target = inp
+        self.pieces: list[float | tuple[int, int]] = []  # single token times or dec_times slices
+        self.first: float | None = None
+        self.done: float | None = None
+        self.state = WAITING
+
+
+class Core:
+    """KV pool, running set, decode calendar; flavour policies subclass this and define `step`."""
+
+    def __init__(self, cost: StepCost, block: int, kv_tokens: int, frontend_s: float,
+                 prefix_caching: bool, graph_max: int) -> None:
+        self.cost = cost
+        self.bs = block
+        self.total_blocks = kv_tokens // block
+        self.free = self.total_blocks
+        self.frontend = frontend_s
+        self.prefix_caching = prefix_caching
+        self.graph_max = graph_max
+        self.cached_groups: set[int] = set()
+        self.running: dict[int, Seq] = {}
+        self.prefilling: list[Seq] = []
+        self.waiting: deque[Seq] = deque()
+        self.n_dec = 0
+        self.sum_l = 0  # KV tokens of decoding sequences
+        self.sum_rem = 0  # tokens still to generate by decoding sequences
+        self.cnt = [0] * block
+        self.heap: list[tuple[int, int, int, Seq]] = []
+        self.dec_times: list[float] = []
+        self.now = 0.0
+        self.finished: list[Seq] = []
+        self.preemptions = 0
+        self.prompt_tokens = 0
+        self.steps = 0
+
+    # ---- sequence transitions -------------------------------------------------------------
+    def _enter_decode(self, s: Seq) -> None:
+        s.state = DECODE
+        s.dec_start = j = len(self.dec_times)
+        s.g0, s.L0 = s.gen, s.L
+        s.phase = (j - s.L) % self.bs
+        self.cnt[s.phase] += 1
+        self.n_dec += 1
+        self.sum_l += s.L
+        self.sum_rem += s.out - s.gen
+        heapq.heappush(self.heap, (j + s.out - s.gen, s.ver, s.idx, s))
+
+    def _leave_decode(self, s: Seq) -> None:
+        j = len(self.dec_times)
+        m = j - s.dec_start
+        s.gen, s.L = s.g0 + m, s.L0 + m
+        if m:
+            s.pieces.append((s.dec_start, j))
+        self.cnt[s.phase] -= 1
+        self.n_dec -= 1
+        self.sum_l -= s.L
+        self.sum_rem -= s.out - s.gen
+        s.blocks = -(-s.L // self.bs)
+        s.ver += 1
+
+    def _release(self, s: Seq) -> None:
+        if s.state == DECODE:
+            self._leave_decode(s)
+        elif s.state == PREFILL:
+            self.prefilling.remove(s)
+        self.free += s.blocks
+        s.blocks = 0
+        self.running.pop(s.idx, None)
+
+    def _preempt(self, s: Seq) -> None:
+        """Recompute preemption: drop the sequence's KV, requeue it first (vLLM and SGLang both do this)."""
+        self._release(s)
+        s.L = 0
+        s.target = s.inp + s.gen
+        s.state = WAITING
+        s.preempt += 1
+        self.preemptions += 1
+        self.waiting.appendleft(s)
+
+    def _finish(self, s: Seq, t_out: float) -> None:
+        self._release(s)
+        s.state = DONE
+        s.done = t_out
+        self.finished.append(s)
+
+    def _apply_prefix_hit(self, s: Seq) -> None:
+        """Cached full blocks of a shared prefix count as computed (the first prefill only)."""
+        if self.prefix_caching and s.L == 0 and s.gen == 0 and s.pgroup in self.cached_groups:
+            hit = min(s.plen, s.target - 1) // self.bs * self.bs
+            if hit > 0:
+                s.L = s.hit = hit
+
+    def _sampled(self, s: Seq, t_out: float) -> None:
+        """A prefill finished: the engine samples one token; the sequence decodes or is done."""
+        s.gen += 1
+        if s.first is None:
+            s.first = t_out
+        else:
+            s.pieces.append(t_out)
+        if s.pgroup >= 0 and s.L >= s.plen:
+            self.cached_groups.add(s.pgroup)
+        if s.gen >= s.out:
+            self._finish(s, t_out)
+        else:
+            self.prefilling.remove(s)
+            self._enter_decode(s)
+
+    def _pop_finished(self, t_out: float) -> None:
+        j = len(self.dec_times)
+        heap = self.heap
+        while heap and heap[0][0] <= j:
+            _, ver, _, s = heapq.heappop(heap)
+            if ver == s.ver and s.state == DECODE:
+                self._finish(s, t_out)
+
+    def _clean_heap(self) -> int:
+        """Decode index at which the next sequence finishes (stale entries dropped)."""
+        heap = self.heap
+        while heap and (heap[0][1] != heap[0][3].ver or heap[0][3].state != DECODE):
+            heapq.heappop(heap)
+        return heap[0][0] if heap else 1 << 60
+
+    # ---- decode-only runs -----------------------------------------------------------------
+    def _kv_steps(self, limit: int) -> int:
+        """How many decode steps fit in the free blocks (at most `limit`)."""
+        n, bs, cnt, free = self.n_dec, self.bs, self.cnt, self.free
+        j = len(self.dec_times)
+        cycles = free // n
+        k = cycles * bs
+        if k >= limit:
+            return limit
+        left = free - cycles * n
+        for i in range(bs):
+            c = cnt[(j + k + i) % bs]
+            if c > left:
+                return min(k + i, limit)
+            left -= c
+        return min(k + bs, limit)
+
+    def _blocks_for(self, j: int, k: int) -> int:
+        n, bs, cnt = self.n_dec, self.bs, self.cnt
+        full, part = divmod(k, bs)
+        used = full * n
+        for i in range(part):
+            used += cnt[(j + i) % bs]
+        return used
+
+    def _decode_run(self, k: int, t_stop: float) -> None:
+        """Run up to k decode-only steps in closed form; stop early at the step that ends past t_stop."""
+        n = self.n_dec
+        cost = self.cost
+        a = cost.decode_base(n, n <= self.graph_max) + cost.dec_b * (self.sum_l + n)
+        c2 = cost.dec_b * n / 2.0
+        now = self.now
+        if t_stop < math.inf:
+            x = _steps_to_reach(a, c2, t_stop - now)
+            k = max(1, min(k, x))
+        j = len(self.dec_times)
+        self.free -= self._blocks_for(j, k)
+        fe = now + self.frontend
+        if k <= 24:
+            ends = [fe + x * a + c2 * x * (x - 1) for x in range(1, k + 1)]
+        else:
+            x = np.arange(1, k + 1, dtype=np.float64)
+            ends = (fe + x * a + c2 * x * (x - 1)).tolist()
+        self.dec_times.extend(ends)
+        self.now = ends[-1] - self.frontend
+        self.sum_l += n * k
+        self.sum_rem -= n * k
+        self.steps += k
+        self._pop_finished(ends[-1])
+
+    def _decode_cost(self) -> float:
+        n = self.n_dec
+        return self.cost.decode_base(n, n <= self.graph_max) + self.cost.dec_b * (self.sum_l + n)
+
+    def generated(self, s: Seq) -> int:
+        """Tokens produced so far (for the server face)."""
+        if s.state == DECODE:
+            return s.g0 + len(self.dec_times) - s.dec_start
+        return s.gen
+
+    def token_times(self, s: Seq) -> list[float]:
+        out: list[float] = [] if s.first is None else [s.first]
+        dec = self.dec_times
+        for p in s.pieces:
+            if type(p) is tuple:
+                out += dec[p[0]:p[1]]
+            else:
+                out.append(p)  # type: ignore[arg-type]
+        if s.state == DECODE:
+            out += dec[s.dec_start:]
+        return out
+
+    def kv_usage(self) -> float:
+        return 1.0 - self.free / self.total_blocks if self.total_blocks else 0.0
+
+
+def _steps_to_reach(a: float, c2: float, span: float) -> int:
+    """Smallest x >= 1 with x*a + c2*x*(x-1) >= span (decode steps until a time is passed)."""
+    if span <= 0:
+        return 1
+    if c2 <= 0:
+        return max(1, math.ceil(span / a))
+    b = a - c2
+    x = math.ceil((-b + math.sqrt(b * b + 4.0 * c2 * span)) / (2.0 * c2))
+    x = max(1, x)
+    while x > 1 and (x - 1) * a + c2 * (x - 1) * (x - 2) >= span:
+        x -= 1
+    while x * a + c2 * x * (x - 1) < span:
+        x += 1
+    return x

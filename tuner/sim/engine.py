@@ -1,0 +1,163 @@
+"""SimulatedEngine: start-time checks like the real engine, then a workload run in virtual time."""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from tuner.errors import EngineStartError
+from tuner.records import Request, RequestRecord
+from tuner.sim.calibration import FITTED
+from tuner.sim.catalog import get_gpu, get_shape
+from tuner.sim.core import DONE, Core, Seq
+from tuner.sim.cost import Calibration, StepCost
+from tuner.sim.knobs import resolve_args
+from tuner.sim.memory import dtype_bytes, plan_sglang, plan_vllm
+from tuner.sim.sglang_sched import SGLangScheduler
+from tuner.sim.vllm_sched import VLLMScheduler
+
+TOO_LONG = "prompt too long (HTTP 400)"
+
+
+def sglang_max_running(kv_tokens: int, max_model_len: int) -> int:
+    """SGLang sizes its request pool from the KV pool: clamp(tokens / context_len * 512, 2048, 4096)."""
+    return min(max(int(kv_tokens / max_model_len * 512), 2048), 4096)
+
+
+class SimulatedEngine:
+    """A calibrated model of one vLLM or SGLang server on one GPU type (times tensor parallelism)."""
+
+    def __init__(self, *, flavour: str, gpu: str, shape: str, args: Mapping[str, Any], max_model_len: int,
+                 tensor_parallel_size: int = 1, dtype: str = "bfloat16",
+                 calibration: Calibration | None = None) -> None:
+        self.flavour = flavour
+        self.shape = get_shape(shape)
+        self.gpu = get_gpu(gpu)
+        self.max_model_len = max_model_len
+        self.tp = tensor_parallel_size
+        self.cal = calibration or FITTED
+        cfg = resolve_args(flavour, gpu, shape, max_model_len, args)
+        nbytes = dtype_bytes(dtype)
+        if flavour == "vllm":
+            plan = plan_vllm(self.shape, self.gpu, cfg, max_model_len, self.tp, dtype)
+            eager = cfg["enforce_eager"]
+        else:
+            plan = plan_sglang(self.shape, self.gpu, cfg, max_model_len, self.tp, dtype)
+            if cfg["max_running_requests"] is None:
+                cfg["max_running_requests"] = sglang_max_running(plan.kv_tokens, max_model_len)
+            if cfg["max_running_requests"] < 1:
+                raise EngineStartError("start_failed", "ValueError: max_running_requests must be positive")
+            eager = False
+        self.cfg = cfg
+        self.plan = plan
+        self.kv_capacity_tokens: int = plan.kv_tokens
+        self.cost = StepCost(self.shape, self.gpu, self.cal, self.tp, nbytes, eager)
+        block = cfg["block_size"] if flavour == "vllm" else cfg["page_size"]
+        self.resolved: dict[str, Any] = {
+            "engine": "sim",
+            "flavour": flavour,
+            "gpu": self.gpu.name,
+            "shape": self.shape.name,
+            "model_hf_id": self.shape.hf_id,
+            "max_model_len": max_model_len,
+            "tensor_parallel_size": self.tp,
+            "dtype": dtype,
+            **cfg,
+            "kv_capacity_tokens": plan.kv_tokens,
+            "num_gpu_blocks": plan.kv_tokens // block,
+            "weights_gib": round(plan.weights_gib, 3),
+            "activation_gib": round(plan.activation_gib, 3),
+            "cuda_graph_gib": round(plan.cuda_graph_gib, 3),
+            "kv_cache_gib": round(plan.kv_gib, 3),
+        }
+
+    def new_scheduler(self) -> Core:
+        """A fresh engine state (empty KV cache, no requests)."""
+        if self.flavour == "vllm":
+            return VLLMScheduler(self.cost, self.cfg, self.kv_capacity_tokens, self.cal.frontend_s)
+        return SGLangScheduler(self.cost, self.cfg, self.kv_capacity_tokens, self.cal.frontend_s)
+
+    def too_long(self, input_len: int, output_len: int) -> bool:
+        return input_len + output_len > self.max_model_len or input_len < 1
+
+    def run(self, requests: Sequence[Request], *, concurrency: int | None = None,
+            max_sim_time_s: float | None = None) -> list[RequestRecord]:
+        """Serve the requests in virtual time; open loop by arrival_s, or closed loop with `concurrency`."""
+        sched = self.new_scheduler()
+        n = len(requests)
+        seqs = [Seq(i, r.input_len, r.output_len, r.arrival_s, r.prefix_group, r.prefix_len)
+                for i, r in enumerate(requests)]
+        sent = [False] * n
+        errors: dict[int, str] = {}
+        t_stop = math.inf if max_sim_time_s is None else float(max_sim_time_s)
+        closed = concurrency is not None
+        if closed:
+            if concurrency < 1:
+                raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+            queue = deque(range(n))
+            order: list[int] = []
+        else:
+            queue = deque()
+            order = sorted(range(n), key=lambda i: requests[i].arrival_s)
+        p = 0
+        in_flight = 0
+        waiting = sched.waiting
+        while True:
+            now = sched.now
+            if closed:
+                while queue and in_flight < concurrency:
+                    i = queue.popleft()
+                    s = seqs[i]
+                    s.arrival = now
+                    sent[i] = True
+                    if self.too_long(s.inp, s.out):
+                        errors[i] = TOO_LONG
+                    else:
+                        waiting.append(s)
+                        in_flight += 1
+                next_arr = math.inf
+            else:
+                while p < n and seqs[order[p]].arrival <= now:
+                    i = order[p]
+                    p += 1
+                    sent[i] = True
+                    s = seqs[i]
+                    if self.too_long(s.inp, s.out):
+                        errors[i] = TOO_LONG
+                    else:
+                        waiting.append(s)
+                next_arr = seqs[order[p]].arrival if p < n else math.inf
+            if sched.now >= t_stop:
+                break
+            progressed = sched.advance(min(next_arr, t_stop))
+            if sched.finished:
+                in_flight -= len(sched.finished)
+                sched.finished.clear()
+            if not progressed:
+                if next_arr < math.inf and next_arr < t_stop:
+                    sched.now = max(sched.now, next_arr)
+                    continue
+                if closed and queue and in_flight < concurrency:
+                    continue
+                break
+        return [self._record(sched, requests[i], seqs[i], sent[i], errors.get(i), t_stop) for i in range(n)]
+
+    def _record(self, sched: Core, r: Request, s: Seq, sent: bool, error: str | None,
+                t_stop: float) -> RequestRecord:
+        rec = RequestRecord(id=r.id, cls=r.cls, input_len=r.input_len, output_len=r.output_len,
+                            sent_s=s.arrival if sent else min(s.arrival, t_stop), preemptions=s.preempt,
+                            warmup=r.warmup)
+        if error is not None:
+            rec.error = error
+            return rec
+        rec.first_token_s = s.first
+        rec.token_times = sched.token_times(s)
+        if s.state == DONE:
+            rec.done_s = s.done
+            rec.output_tokens = s.out
+        else:
+            rec.error = "timeout"
+            rec.output_tokens = sched.generated(s)
+        return rec

@@ -1,0 +1,136 @@
+"""vLLM V1-style scheduling: one token budget per step shared by decodes and (chunked) prefills.
+
+Order within a step, as in vLLM's V1 scheduler: running sequences first (decodes, then partial
+prefills), then waiting sequences FCFS while `max_num_seqs`, the token budget and free KV blocks
+allow. When a running sequence cannot get a block, the newest running sequence is preempted
+(recompute) and no waiting sequence is admitted in that step.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from tuner.sim.core import DECODE, PREFILL, Core, Seq
+from tuner.sim.cost import StepCost
+
+
+class VLLMScheduler(Core):
+    def __init__(self, cost: StepCost, cfg: dict[str, Any], kv_tokens: int, frontend_s: float) -> None:
+        graph = 0 if cfg["enforce_eager"] else cfg["max_cudagraph_capture_size"]
+        super().__init__(cost, cfg["block_size"], kv_tokens, frontend_s, cfg["enable_prefix_caching"], graph)
+        self.mbt: int = cfg["max_num_batched_tokens"]
+        self.mns: int = cfg["max_num_seqs"]
+        self.chunked: bool = cfg["enable_chunked_prefill"]
+        self.max_partial: int = max(1, cfg["max_num_partial_prefills"])
+        thr = cfg["long_prefill_token_threshold"] or 0
+        self.threshold: int = thr if thr > 0 and self.max_partial > 1 else self.mbt
+
+    def _newest(self) -> Seq:
+        return self.running[next(reversed(self.running))]
+
+    def _head_blocked(self) -> bool:
+        """True when the first waiting sequence cannot be admitted now (and decodes only make it worse)."""
+        if not self.waiting or len(self.running) >= self.mns:
+            return True
+        s = self.waiting[0]
+        rem = s.target - s.L
+        budget = self.mbt - self.n_dec
+        c = min(rem, budget, self.threshold)
+        if c <= 0 or (c < rem and not self.chunked):
+            return True
+        nb = -(-(s.L + c) // self.bs) - s.blocks
+        return nb > self.free
+
+    def advance(self, t_event: float) -> bool:
+        """Run one step, or many decode-only steps up to the next event. False when idle."""
+        if self.n_dec and not self.prefilling and self._head_blocked():
+            j = len(self.dec_times)
+            k = min(self._clean_heap() - j, self._kv_steps(1 << 30))
+            if k >= 2:
+                self._decode_run(k, t_event if not self.waiting else math.inf)
+                return True
+        return self.step()
+
+    def step(self) -> bool:
+        bs = self.bs
+        j = len(self.dec_times)
+        preempted = False
+        need = self.cnt[j % bs] if self.n_dec else 0
+        while need > self.free:
+            victim = self._newest()
+            if victim.state == DECODE and victim.phase == j % bs:
+                need -= 1
+            self._preempt(victim)
+            preempted = True
+        self.free -= need
+        budget = self.mbt - self.n_dec
+        chunks: list[tuple[Seq, int]] = []
+        partial = 0
+        for s in list(self.prefilling):
+            if budget <= 0:
+                break
+            if s.state != PREFILL:
+                continue
+            rem = s.target - s.L
+            c = min(rem, budget, self.threshold)
+            nb = -(-(s.L + c) // bs) - s.blocks
+            while nb > self.free:
+                victim = self._newest()
+                self._preempt(victim)
+                preempted = True
+                if victim is s:
+                    break
+            if s.state != PREFILL:
+                continue
+            self.free -= nb
+            s.blocks += nb
+            chunks.append((s, c))
+            budget -= c
+            partial += c < rem
+        if not preempted:
+            waiting = self.waiting
+            while waiting and budget > 0 and len(self.running) < self.mns:
+                s = waiting[0]
+                self._apply_prefix_hit(s)
+                rem = s.target - s.L
+                c = min(rem, budget, self.threshold)
+                if c < rem and (not self.chunked or partial >= self.max_partial):
+                    break
+                nb = -(-(s.L + c) // bs) - s.blocks
+                if nb > self.free:
+                    break
+                waiting.popleft()
+                s.state = PREFILL
+                self.running[s.idx] = s
+                self.prefilling.append(s)
+                self.free -= nb
+                s.blocks += nb
+                chunks.append((s, c))
+                budget -= c
+                partial += c < rem
+        n = self.n_dec
+        if not n and not chunks:
+            return False
+        tokens, logits, pairs, kv = n, n, float(self.sum_l + n), float(self.sum_l + n)
+        for s, c in chunks:
+            tokens += c
+            pairs += c * (s.L + (c + 1) * 0.5)
+            kv += s.L + c
+            if s.L + c == s.target:
+                logits += 1
+        dur = self.cost.step(tokens, logits, pairs, kv, tokens <= self.graph_max)
+        self.now += dur
+        t_out = self.now + self.frontend
+        self.steps += 1
+        if n:
+            self.dec_times.append(t_out)
+            self.sum_l += n
+            self.sum_rem -= n
+            self._pop_finished(t_out)
+        for s, c in chunks:
+            s.L += c
+            self.prompt_tokens += c
+            if s.L == s.target:
+                self._sampled(s, t_out)
+        return True
