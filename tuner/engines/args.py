@@ -148,50 +148,103 @@ def check(engine: str, args: Mapping[str, Any], base: list[str]) -> dict[str, An
     return {"ok": True, "kinds": kinds, "flags": flags}
 
 
+def _answer(engine: str, payload: dict[str, Any]) -> dict[str, Any]:
+    try:
+        return check(engine, payload["args"], payload.get("base", []))
+    except ImportError as exc:
+        return {"ok": False, "importable": False, "error": f"{type(exc).__name__}: {exc}"}
+    except Exception as exc:  # noqa: BLE001 - report any parser failure as data, never a traceback
+        return {"ok": False, "importable": False, "error": f"parser failed: {type(exc).__name__}: {exc}"}
+
+
 def _main(argv: list[str]) -> int:
+    """`<engine> <json>`: one answer. `<engine> --serve`: one answer per JSON line on stdin (one import)."""
     # Never let a file next to this one (tuner/engines/vllm.py...) shadow the real engine package.
     here = globals().get("__file__")
     sys.path[:] = [p for p in sys.path if p not in ("", ".", str(Path(here).parent) if here else "")]
-    engine, payload = argv[0], json.loads(argv[1])
-    try:
-        result = check(engine, payload["args"], payload.get("base", []))
-    except ImportError as exc:
-        print(json.dumps({"ok": False, "importable": False, "error": f"{type(exc).__name__}: {exc}"}))
-        return NOT_IMPORTABLE
-    print(json.dumps(result))
-    return 0
+    engine = argv[0]
+    if argv[1:] == ["--serve"]:
+        for line in sys.stdin:
+            if line.strip():
+                print(json.dumps(_answer(engine, json.loads(line))), flush=True)
+        return 0
+    answer = _answer(engine, json.loads(argv[1]))
+    print(json.dumps(answer))
+    return NOT_IMPORTABLE if answer.get("importable") is False else 0
 
 
 # ---- the servetune side --------------------------------------------------------------------------
-def run_check(
-    python: str,
-    engine: str,
-    args: Mapping[str, Any],
-    base: list[str],
-    env: Mapping[str, str] | None = None,
-    timeout_s: float = 300,
-) -> dict[str, Any]:
-    """Run the check in the engine's interpreter (an argument list, no shell); its JSON answer.
+class ArgChecker:
+    """A long-lived check process in the engine's interpreter: the engine import (10-30 s) is paid once."""
 
-    {"ok": True, "kinds": {...}} | {"ok": False, "error": ..., "key": ...} |
-    {"ok": False, "importable": False, ...} when the engine is not installed there.
-    """
-    source = Path(__file__).read_text()
-    payload = json.dumps({"args": dict(args), "base": list(base)})
-    try:
-        proc = subprocess.run(
-            [python, "-c", source, engine, payload], capture_output=True, text=True, timeout=timeout_s,
-            env=None if env is None else dict(env),
-        )
-    except FileNotFoundError as exc:
-        return {"ok": False, "importable": False, "error": f"no interpreter {python!r}: {exc}"}
-    except subprocess.TimeoutExpired:
-        return {"ok": False, "importable": False, "error": f"argument check took over {timeout_s:g}s"}
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-    if not lines:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
-        return {"ok": False, "importable": False, "error": f"check failed (exit {proc.returncode}): {tail}"}
-    return dict(json.loads(lines[-1]))
+    def __init__(self, python: str, engine: str, env: Mapping[str, str] | None = None) -> None:
+        self.python, self.engine = python, engine
+        self.env = None if env is None else dict(env)
+        self._proc: subprocess.Popen[str] | None = None
+        self._cache: dict[str, dict[str, Any]] = {}
+
+    def check(self, args: Mapping[str, Any], base: list[str], timeout_s: float = 300) -> dict[str, Any]:
+        """{"ok": True, "kinds": {...}, "flags": [...]} | {"ok": False, "error": ..., "key": ...} |
+        {"ok": False, "importable": False, "error": ...} when the engine cannot be checked there."""
+        payload = json.dumps({"args": dict(args), "base": list(base)}, sort_keys=True, default=str)
+        if payload in self._cache:
+            return self._cache[payload]
+        answer = self._ask(payload, timeout_s)
+        if answer.get("importable") is not False:
+            self._cache[payload] = answer
+        return answer
+
+    def _ask(self, payload: str, timeout_s: float) -> dict[str, Any]:
+        import selectors
+
+        if self._proc is None or self._proc.poll() is not None:
+            try:
+                self._proc = subprocess.Popen(
+                    [self.python, "-c", Path(__file__).read_text(), self.engine, "--serve"],
+                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                    env=self.env, start_new_session=True,
+                )
+            except OSError as exc:
+                return {"ok": False, "importable": False, "error": f"cannot run {self.python!r}: {exc}"}
+        proc = self._proc
+        assert proc.stdin is not None and proc.stdout is not None
+        try:
+            proc.stdin.write(payload + "\n")
+            proc.stdin.flush()
+        except OSError as exc:
+            self.close()
+            return {"ok": False, "importable": False, "error": f"check process died: {exc}"}
+        with selectors.DefaultSelector() as sel:
+            sel.register(proc.stdout, selectors.EVENT_READ)
+            if not sel.select(timeout_s):
+                self.close()
+                return {"ok": False, "importable": False, "error": f"argument check took over {timeout_s:g}s"}
+        line = proc.stdout.readline()
+        if not line.startswith("{"):
+            self.close()
+            return {"ok": False, "importable": False, "error": f"check process exited ({proc.poll()})"}
+        return dict(json.loads(line))
+
+    def close(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            proc.kill()
+            proc.wait()
+
+
+_CHECKERS: dict[tuple[str, str, str], ArgChecker] = {}
+
+
+def checker(python: str, engine: str, env: Mapping[str, str] | None = None) -> ArgChecker:
+    """The shared checker for one interpreter, engine and environment (closed at exit)."""
+    key = (python, engine, json.dumps(sorted((env or {}).items())))
+    if key not in _CHECKERS:
+        if not _CHECKERS:
+            import atexit
+
+            atexit.register(lambda: [c.close() for c in _CHECKERS.values()])
+        _CHECKERS[key] = ArgChecker(python, engine, env)
+    return _CHECKERS[key]
 
 
 if __name__ == "__main__":

@@ -11,10 +11,15 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from tuner.outcome import TrialOutcome
 from tuner.spec.study import EngineSettings, ModelSpec, SimSettings
+
+if TYPE_CHECKING:
+    import socket
+
+    from tuner.engines.process import ServerProcess
 
 
 @dataclass
@@ -27,6 +32,7 @@ class LaunchSpec:
     log_path: Path
     settings: EngineSettings | SimSettings
     gpu_ids: list[int] = field(default_factory=list)
+    port_socket: socket.socket | None = None  # from tuner.engines.process.reserve_port: held until ready
 
 
 def flag(name: str) -> str:
@@ -56,3 +62,25 @@ class Engine(ABC):
     def resolved_config(self, base_url: str) -> dict[str, Any]:
         """What the engine really runs with, read back from the server when it offers it."""
         return {}
+
+    def metrics_prefix_for(self, launch: LaunchSpec) -> str:
+        """The /metrics name prefix of this launch (the sim engine imitates vLLM or SGLang)."""
+        return self.metrics_prefix
+
+    def server(self, args: Mapping[str, Any], launch: LaunchSpec) -> ServerProcess:
+        """The engine's server for one trial, as a context manager: `with engine.server(a, l) as srv:`."""
+        from tuner.engines.process import ServerProcess
+
+        settings = launch.settings
+        return ServerProcess(
+            self.argv(args, launch),
+            env=self.env(launch),
+            log_path=launch.log_path,
+            host=launch.host,
+            port=launch.port,
+            ready_timeout_s=float(getattr(settings, "start_timeout_s", 120)),
+            stop_timeout_s=float(getattr(settings, "stop_timeout_s", 30)),
+            classify=self.classify,
+            port_socket=launch.port_socket,
+            gpu_ids=launch.gpu_ids,
+        )

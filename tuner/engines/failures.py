@@ -31,10 +31,21 @@ class Pattern:
     regex: re.Pattern[str]
     outcome: TrialOutcome
     label: str
+    unless: re.Pattern[str] | None = None  # a matching line that also matches this is not the cause
 
 
-def pattern(regex: str, outcome: TrialOutcome, label: str) -> Pattern:
-    return Pattern(re.compile(regex, re.IGNORECASE), outcome, label)
+def pattern(regex: str, outcome: TrialOutcome, label: str, unless: str | None = None) -> Pattern:
+    return Pattern(
+        re.compile(regex, re.IGNORECASE), outcome, label, re.compile(unless, re.IGNORECASE) if unless else None
+    )
+
+
+# Lines that wrap the real cause ("see root cause above"): never quoted as the reason.
+WRAPPERS = re.compile(
+    r"initialization failed|see root cause|see stack trace|failed to start|died unexpectedly|^Traceback"
+    r"|^raise |^\^+$|^File \"|During handling of the above exception",
+    re.IGNORECASE,
+)
 
 
 # Order matters: the first pattern (in this order) found anywhere in the tail wins, so specific
@@ -49,7 +60,7 @@ COMMON: tuple[Pattern, ...] = (
     pattern(r"Insufficient memory|Not enough memory|not enough memory|Cannot allocate memory"
             r"|MemoryError|out of memory", TrialOutcome.OOM, "out of memory"),
     pattern(r"Address already in use|\[Errno 98\]|port .* (is )?(already )?in use", TrialOutcome.START_FAILED,
-            "port in use"),
+            "port in use", unless=r"retrying"),
     pattern(r"error: unrecognized arguments|error: argument|invalid choice", TrialOutcome.START_FAILED,
             "invalid argument"),
     pattern(r"\b(ValueError|ValidationError|AssertionError|NotImplementedError|TypeError|KeyError|"
@@ -69,10 +80,10 @@ def _short(text: str) -> str:
 
 def find(log_tail: str, patterns: Iterable[Pattern]) -> tuple[Pattern, str] | None:
     """The first pattern (in table order) found in the tail, with the last line it matches."""
-    lines = [clean(x) for x in log_tail.splitlines()]
+    lines = [ln for ln in (clean(x) for x in log_tail.splitlines()) if ln and not WRAPPERS.search(ln)]
     for p in patterns:
         for line in reversed(lines):
-            if p.regex.search(line):
+            if p.regex.search(line) and not (p.unless and p.unless.search(line)):
                 return p, line
     return None
 
@@ -81,9 +92,7 @@ def last_error_line(log_tail: str) -> str:
     """The most telling line when no pattern matched: the last one naming an error, else the last line."""
     lines = [clean(x) for x in log_tail.splitlines() if x.strip()]
     for line in reversed(lines):
-        if re.search(r"error|exception|fatal|failed|abort", line, re.IGNORECASE) and not line.startswith(
-            "Traceback"
-        ):
+        if re.search(r"error|exception|fatal|failed|abort", line, re.IGNORECASE) and not WRAPPERS.search(line):
             return line
     return lines[-1] if lines else "(empty log)"
 

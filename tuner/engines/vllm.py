@@ -1,0 +1,74 @@
+"""vLLM: `python -m vllm.entrypoints.openai.api_server --model ... <trial flags>`.
+
+Nothing here imports vllm: the argument check runs in the engine's own interpreter
+(tuner.engines.args). The server runs with VLLM_SERVER_DEV_MODE=1 so /server_info returns the
+resolved config (what vLLM really chose: max_num_batched_tokens, chunked prefill, block size...),
+which servetune logs next to what the trial asked for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from tuner.engines import failures
+from tuner.engines.base import LaunchSpec
+from tuner.engines.server_engine import ServerEngine, spec_value
+from tuner.outcome import TrialOutcome
+from tuner.spec.study import ModelSpec
+
+VLLM_PATTERNS: tuple[failures.Pattern, ...] = (
+    failures.pattern(r"No common block size for", TrialOutcome.START_FAILED, "block size not supported"),
+    failures.pattern(r"max_num_batched_tokens \(\d+\) must be greater than or equal to max_num_seqs",
+                     TrialOutcome.START_FAILED, "invalid config"),
+    failures.pattern(r"smaller than max_model_len|exceeds max_num_seqs", TrialOutcome.START_FAILED, "invalid config",
+                     unless=r"WARNING"),
+    *failures.COMMON,
+)
+
+
+class VLLMEngine(ServerEngine):
+    name = "vllm"
+    metrics_prefix = "vllm:"
+    module = "vllm.entrypoints.openai.api_server"
+    check_key = "vllm"
+    reserved = frozenset({"model", "model_tag", "host", "port", "served_model_name", "tokenizer",
+                          "trust_remote_code", "uds"})
+    patterns = VLLM_PATTERNS
+    # vLLM's engine arguments are BooleanOptionalAction (`--no-enable-prefix-caching`); these few
+    # front-end switches are not (seen in vLLM 0.32's parser). The parser, when importable, decides.
+    negatable_by_default = True
+    switches = frozenset({"headless", "grpc", "data_parallel_multi_port_external_lb", "disable_log_stats",
+                          "aggregate_engine_logging", "enable_auto_tool_choice", "enable_log_requests",
+                          "enable_log_outputs"})
+
+    def model_flags(self, model: ModelSpec, launch: LaunchSpec | None, args: Mapping[str, Any]) -> list[str]:
+        out = ["--model", model.name, "--served-model-name", model.client_name]
+        if launch is not None:
+            out += ["--host", launch.host, "--port", str(launch.port)]
+        for names, value, opt in (
+            (("max_model_len",), model.max_model_len, "--max-model-len"),
+            (("dtype",), model.dtype, "--dtype"),
+            (("tensor_parallel_size",), model.tensor_parallel_size, "--tensor-parallel-size"),
+            (("load_format",), model.load_format, "--load-format"),
+        ):
+            value, from_trial = spec_value(args, names, value)
+            if value is not None and not from_trial:
+                out += [opt, str(value)]
+        if model.tokenizer:
+            out += ["--tokenizer", model.tokenizer]
+        if model.trust_remote_code:
+            out.append("--trust-remote-code")
+        return out
+
+    def env(self, launch: LaunchSpec) -> dict[str, str]:
+        base = {"VLLM_SERVER_DEV_MODE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
+        return {**base, **super().env(launch)}
+
+    def resolved_config(self, base_url: str) -> dict[str, Any]:
+        """GET /server_info?config_format=json: {"vllm_config": {...}, "vllm_env": {...}}; {} if unavailable."""
+        info = self.get_json(base_url + "/server_info?config_format=json", timeout_s=60)
+        if not info:
+            return {}
+        info.pop("system_env", None)  # pip lists and driver info: large, not config
+        return info
