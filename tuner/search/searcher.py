@@ -223,7 +223,8 @@ class SearchCore:
 
     def _grid_queue(self, points: int) -> list[dict[str, Any]]:
         """Grid points of every engine, interleaved, as prefixed Optuna params."""
-        per = [[{**({"engine": e} if self.space.joint else {}), **{f"{e}.{k}": v for k, v in g.items()}}
+        per = [[{**({"engine": e} if self.space.joint else {}),
+                 **{f"{e}.{k}": _snap(sp.params[k], v) for k, v in g.items()}}
                 for g in sp.grid(points)] for e, sp in self.space.engines.items()]
         out: list[dict[str, Any]] = []
         for i in range(max(len(p) for p in per)):
@@ -284,6 +285,15 @@ def _in_range(sp: Any, values: dict[str, Any]) -> bool:
         if p.type == "categorical" and v not in (p.choices or []):
             return False
     return True
+
+
+def _snap(p: Any, v: Any) -> Any:
+    """A grid value moved onto the parameter's step, so Optuna records it inside its distribution."""
+    if p.type not in ("int", "float") or not p.step or isinstance(v, bool):
+        return v
+    k = round((v - p.low) / p.step)
+    snapped = min(max(p.low + k * p.step, p.low), p.high)
+    return int(snapped) if p.type == "int" else round(snapped, 6)
 
 
 def _tidy(v: Any) -> Any:

@@ -1,0 +1,45 @@
+"""Small studies and a synthetic, deterministic evaluator with an OOM region (no engine needed)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from tuner.search.searcher import SearchCore
+from tuner.search.space import Space, build_space
+from tuner.spec.load import validate
+from tuner.spec.study import Study
+
+
+def make_study(**changes: Any) -> Study:
+    data: dict[str, Any] = {
+        "name": "t", "seed": 0, "engine": "vllm", "model": {"name": "m", "max_model_len": 8192},
+        "workload": {"profile": "dynamic"}, "sla": ["p99_ttft_ms <= 1000", "p99_e2e_ms <= 20000"],
+        "search": {"algorithm": "tpe", "n_startup_trials": 4},
+    }
+    data.update(changes)
+    return validate(Study, data, "study")
+
+
+def core_for(study: Study) -> tuple[SearchCore, Space]:
+    space = build_space(study)
+    return SearchCore(study, space), space
+
+
+def synthetic(space: Space, cfg: dict[str, Any]) -> dict[str, Any]:
+    """A made-up response surface: OOM when memory knobs are all high; SLA breaks at small batches."""
+    sp = space.engines[cfg["engine"]]
+    a = {**sp.defaults(), **cfg["args"]}
+    if cfg["engine"] == "sglang":
+        mem, seqs = a["mem_fraction_static"], a.get("max_running_requests") or 256
+        mem_hi = 0.9
+    else:
+        mem, seqs = a["gpu_memory_utilization"], a["max_num_seqs"]
+        mem_hi = 0.9
+    if mem >= mem_hi and seqs >= 128:
+        return {"outcome": "oom", "reason": "CUDA out of memory"}
+    obj = 1000.0 * math.log(seqs) * mem
+    ttft = 4000.0 / math.log(seqs)
+    viol = [(ttft - 1000.0) / 1000.0, -0.5]
+    outcome = "ok" if max(viol) <= 0 else "sla_violated"
+    return {"outcome": outcome, "objective": obj, "violations": viol, "latency": ttft, "capacity": obj / 100}

@@ -1,0 +1,89 @@
+"""Learning from failures: a known-OOM config (and anything larger in memory) is not launched again."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.search.helpers import core_for, make_study, synthetic
+from tuner.search.feasibility import FeasibilityModel
+from tuner.search.space import build_space
+
+
+def _params(mns: int, gmu: float, mbt: int = 8192) -> dict[str, Any]:
+    return {"vllm.max_num_seqs": mns, "vllm.max_num_batched_tokens": mbt, "vllm.gpu_memory_utilization": gmu,
+            "vllm.block_size": 16, "vllm.enable_chunked_prefill": True, "vllm.max_num_partial_prefills": 1,
+            "vllm.scheduling_policy": "fcfs"}
+
+
+def test_known_oom_config_is_not_relaunched_nor_anything_larger() -> None:
+    core, _ = core_for(make_study(search={"algorithm": "random", "baseline_first": False}))
+    core.optuna.enqueue_trial(_params(512, 0.95))
+    first = core.ask()
+    assert first is not None and first["args"]["max_num_seqs"] == 512
+    core.tell(first["number"], {"outcome": "oom", "reason": "CUDA out of memory"})
+
+    core.optuna.enqueue_trial(_params(512, 0.95))  # the very same config
+    core.optuna.enqueue_trial(_params(800, 0.96, 16384))  # larger on every memory knob
+    core.optuna.enqueue_trial(_params(256, 0.95))  # smaller on one: may run
+    nxt = core.ask()
+    assert nxt is not None
+    assert (nxt["args"]["max_num_seqs"], nxt["args"]["gpu_memory_utilization"]) == (256, 0.95)
+    reasons = [r["reason"] for r in core.rejected]
+    assert len(reasons) == 2
+    assert "predicted OOM" in reasons[0] or "failed before" in reasons[0]
+    assert "predicted OOM" in reasons[1] and "trial 0" in reasons[1]
+    assert core.rejected[1]["params"]["max_num_seqs"] == 800
+
+
+def test_rule_is_dropped_when_a_larger_config_runs() -> None:
+    space = build_space(make_study())
+    model = FeasibilityModel(space.engines, use_classifier=False)
+    big = {"max_num_seqs": 512, "max_num_batched_tokens": 8192, "gpu_memory_utilization": 0.95}
+    model.observe("vllm", big, "oom", 3)
+    bigger = {**big, "max_num_seqs": 600}
+    assert model.predict("vllm", bigger) is not None
+    model.observe("vllm", {**bigger, "max_num_seqs": 1000}, "ok", 4)  # ran fine: the rule was wrong
+    assert model.predict("vllm", bigger) is None
+    assert model.predict("vllm", big) is not None  # the exact failure is still remembered
+
+
+def test_crashes_and_timeouts_teach_nothing_about_the_config() -> None:
+    space = build_space(make_study())
+    model = FeasibilityModel(space.engines)
+    cfg = {"max_num_seqs": 512, "gpu_memory_utilization": 0.95}
+    model.observe("vllm", cfg, "crashed", 1)
+    model.observe("vllm", cfg, "timeout", 2)
+    assert model.predict("vllm", cfg) is None
+
+
+def _oom_launches(learn: bool, seed: int) -> int:
+    study = make_study(seed=seed, search={"algorithm": "random", "baseline_first": False, "learn_failures": learn})
+    core, space = core_for(study)
+    ooms = 0
+    for _ in range(40):
+        cfg = core.ask()
+        assert cfg is not None
+        res = synthetic(space, cfg)
+        ooms += res["outcome"] == "oom"
+        core.tell(cfg["number"], res)
+    return ooms
+
+
+def test_learning_failures_launches_fewer_ooms() -> None:
+    learned = sum(_oom_launches(True, s) for s in range(3))
+    blind = sum(_oom_launches(False, s) for s in range(3))
+    assert blind >= 6, "the synthetic space must have an OOM region the random sampler hits"
+    assert learned < blind * 0.75, (learned, blind)
+
+
+def test_classifier_predicts_a_failure_region_after_a_few_examples() -> None:
+    space = build_space(make_study())
+    model = FeasibilityModel(space.engines, use_classifier=True, min_failures=2)
+    for i, (mns, gmu) in enumerate([(300, 0.95), (700, 0.97), (900, 0.96), (400, 0.96)]):
+        model.observe("vllm", {"max_num_seqs": mns, "gpu_memory_utilization": gmu, "max_num_batched_tokens": 2048 * (i + 1)},
+                      "oom", i)
+    for i, (mns, gmu) in enumerate([(32, 0.85), (64, 0.9), (128, 0.82), (200, 0.88), (50, 0.93)]):
+        model.observe("vllm", {"max_num_seqs": mns, "gpu_memory_utilization": gmu}, "ok", 10 + i)
+    why = model.predict("vllm", {"max_num_seqs": 500, "gpu_memory_utilization": 0.96, "max_num_batched_tokens": 1024})
+    assert why is not None and "classifier" in why
+    assert model.predict("vllm", {"max_num_seqs": 40, "gpu_memory_utilization": 0.86}) is None
