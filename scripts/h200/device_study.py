@@ -1,0 +1,241 @@
+"""Run a servetune study on a GPU host that has no Ray, MLflow or package registry (the H200 device).
+
+The thin path: servetune's own trial (tuner.trial.run_trial: engine server, capacity search with the
+real load generator, outcome mapping) driven by plain Optuna (the study's space via
+tuner.search.space), one trial at a time on GPU 0. What Ray Tune and MLflow add is done later, on a
+machine that has them, from the files this writes (scripts/h200/ingest.py).
+
+Why a separate driver: the host runs one command of at most 10 minutes at a time, keeps /tmp only
+while it stays up, and returns at most 8 files. So the study state (Optuna journal, finished trials)
+lives in --state (under /tmp) and survives between commands, every trial must fit before --deadline,
+and after each trial the whole result so far is packed into --out.
+
+    python3 scripts/h200/device_study.py studies/h200-static.yaml --out $OUT --state /tmp/st \
+        --deadline $(( $(date +%s) + 540 )) --trials 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import pickle
+import sys
+import tarfile
+import time
+import types
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from gpu import GpuSampler, gpu_state  # noqa: E402
+
+from tuner.engines import gpu as engine_gpu  # noqa: E402
+from tuner.outcome import TrialOutcome  # noqa: E402
+from tuner.outputs import write_trials  # noqa: E402
+from tuner.search.space import Space, build_space  # noqa: E402
+from tuner.spec.load import load_study  # noqa: E402
+from tuner.spec.study import Study  # noqa: E402
+from tuner.trial import TrialPlan, run_trial, violations  # noqa: E402
+from tuner.trial_result import TrialResult  # noqa: E402
+
+log = logging.getLogger("h200")
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("study", type=Path)
+    p.add_argument("--out", type=Path, required=True, help="folder whose files come back (8 files at most)")
+    p.add_argument("--state", type=Path, default=Path("/tmp/servetune_h200"), help="study state kept between commands")
+    p.add_argument("--deadline", type=float, required=True, help="epoch seconds by which every trial must be done")
+    p.add_argument("--trials", type=int, default=1, help="trials to run in this command at most")
+    p.add_argument("--trial-estimate-s", type=float, default=300.0,
+                   help="wall time a trial is assumed to take until one has been measured")
+    p.add_argument("--enqueue", default="", help="JSON list of configs (param -> value) to try before sampling")
+    return p.parse_args(argv)
+
+
+def _import_search_core() -> Any:
+    """tuner.search.searcher without Ray: its Ray Tune face subclasses ray.tune.search.Searcher, which
+    the device lacks, so a stand-in base class is registered when Ray is missing. SearchCore itself
+    (ask/tell over Optuna) uses nothing from Ray."""
+    try:
+        import ray.tune.search  # noqa: F401
+    except ImportError:
+        for name in ("ray", "ray.tune", "ray.tune.search"):
+            sys.modules.setdefault(name, types.ModuleType(name))
+        sys.modules["ray.tune.search"].Searcher = type("Searcher", (), {"FINISHED": "FINISHED"})
+    from tuner.search.searcher import SearchCore
+
+    return SearchCore
+
+
+def reset_prefix_cache_between_points() -> None:
+    """POST /reset_prefix_cache before every load run of a trial.
+
+    Every load point of a capacity search sends the same requests (same seed, same ids, so the same
+    prompts), and vLLM's prefix cache (~800k tokens on the H200) still holds the previous point's
+    prompts: later points would skip most of their prefill and read too good. vLLM answers this
+    endpoint when started with VLLM_SERVER_DEV_MODE=1 (set in the study's engine env). A failed reset
+    is logged, not fatal.
+    """
+    import tuner.load.target as target_mod
+
+    base = target_mod.HttpTarget
+    if getattr(base, "resets_prefix_cache", False):
+        return
+
+    class FreshCacheTarget(base):  # type: ignore[misc, valid-type]
+        resets_prefix_cache = True
+
+        def run(self, requests: Any, **kw: Any) -> Any:
+            req = urllib.request.Request(f"{self.root}/reset_prefix_cache", data=b"", method="POST")
+            try:
+                with urllib.request.urlopen(req, timeout=30) as resp:
+                    log.info("reset_prefix_cache: HTTP %s", resp.status)
+            except OSError as exc:
+                log.warning("reset_prefix_cache failed: %s", exc)
+            return super().run(requests, **kw)
+
+    target_mod.HttpTarget = FreshCacheTarget  # type: ignore[misc]
+
+
+class StudyState:
+    """The searcher (pickled) and the finished trials under --state, so a later command continues."""
+
+    def __init__(self, study: Study, space: Space, state: Path) -> None:
+        self.study, self.space, self.state = study, space, state
+        state.mkdir(parents=True, exist_ok=True)
+        self.core_file, self.results_file = state / "search_core.pkl", state / "results.jsonl"
+        self.results: list[TrialResult] = []
+        if self.results_file.exists():
+            for line in self.results_file.read_text().splitlines():
+                d = json.loads(line)
+                d["outcome"] = TrialOutcome(d["outcome"])
+                self.results.append(TrialResult(**d))
+        search_core = _import_search_core()
+        if self.core_file.exists():
+            self.core = pickle.loads(self.core_file.read_bytes())
+        else:
+            self.core = search_core(study, space)
+
+    def add(self, result: TrialResult) -> None:
+        self.results.append(result)
+        with self.results_file.open("a") as f:
+            f.write(json.dumps(result.to_json(), default=str) + "\n")
+        tmp = self.core_file.with_suffix(".tmp")
+        tmp.write_bytes(pickle.dumps(self.core))
+        os.replace(tmp, self.core_file)
+
+
+def next_plan(st: StudyState, queued: list[dict[str, Any]]) -> TrialPlan | None:
+    """The searcher's next config (baseline first); `queued` configs are offered to Optuna before TPE."""
+    for cfg in queued[:1]:
+        engine = st.study.engine_names[0]
+        st.core.optuna.enqueue_trial({f"{engine}.{k}": v for k, v in cfg.items()}, skip_if_exists=True)
+        queued.pop(0)
+    cfg = st.core.ask()
+    if cfg is None:
+        return None
+    number = int(cfg["number"])
+    return TrialPlan(trial_id=f"t{number:03d}", number=number, engine=cfg["engine"], args=dict(cfg["args"]),
+                     params=dict(cfg["params"]), baseline=bool(cfg["baseline"]), seed=st.study.seed,
+                     notes=list(cfg["notes"]))
+
+
+def run_one(st: StudyState, plan: TrialPlan, trials_dir: Path) -> TrialResult:
+    """One trial with GPU sampling around it, the GPU-free check after it, and the searcher told."""
+    tdir = trials_dir / f"{plan.number:03d}-{plan.trial_id}"
+    before = engine_gpu.snapshot([0])
+    log.info("trial %d%s args=%s", plan.number, " (baseline)" if plan.baseline else "", plan.args)
+    with GpuSampler(period_s=0.5) as sampler:
+        result = run_trial(st.study, plan, tdir, base_dir=REPO)
+    free, detail = engine_gpu.wait_free([0], baseline=before, timeout_s=90)
+    result.notes.append(f"gpu free after stop: {free} ({detail}); now {json.dumps(_short(gpu_state(0)))}")
+    result.metrics.update(sampler.summary())
+    (tdir / "gpu_samples.json").write_text(json.dumps(sampler.samples))
+    st.core.tell(plan.number, {
+        "outcome": result.outcome.value, "objective": result.objective, "capacity": result.capacity,
+        "violations": violations(st.study, result) if result.metrics else [1.0] * len(st.study.sla),
+        "latency": result.metrics.get(st.study.objective.latency_metric), "reason": result.reason,
+    })
+    if not free:
+        raise RuntimeError(f"GPU not free after trial {plan.number}: {detail}")
+    return result
+
+
+def _short(state: dict[str, Any]) -> dict[str, Any]:
+    return {k: round(v, 1) if isinstance(v, float) else v for k, v in state.items()}
+
+
+def pack(st: StudyState, trials_dir: Path, out: Path, log_file: Path) -> None:
+    """Everything so far into --out: trials.parquet, summary.json, and one tarball of the trial folders."""
+    out.mkdir(parents=True, exist_ok=True)
+    write_trials(out / "trials.parquet", st.results)
+    summary = {
+        "study": st.study.name,
+        "trials": [{"number": r.number, "outcome": r.outcome.value, "baseline": r.baseline, "args": r.args,
+                    "capacity": r.capacity, "objective": r.objective, "start_s": r.start_s, "wall_s": r.wall_s,
+                    "reason": r.reason, "points": [{k: p.get(k) for k in ("load", "feasible", "ttft_ms.p99",
+                                                                          "tpot_ms.p99", "output_tokens_per_s")}
+                                                   for p in r.points]}
+                   for r in st.results],
+    }
+    (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
+    tmp = out / ".trials.tar.gz"
+    with tarfile.open(tmp, "w:gz") as tar:
+        if trials_dir.exists():
+            tar.add(trials_dir, arcname="trials")
+        tar.add(st.results_file, arcname="results.jsonl")
+        if log_file.exists():
+            tar.add(log_file, arcname="driver.log")
+    os.replace(tmp, out / "trials.tar.gz")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    args.state.mkdir(parents=True, exist_ok=True)
+    log_file = args.state / "driver.log"
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+                        handlers=[logging.StreamHandler(sys.stdout), logging.FileHandler(log_file)])
+    study = load_study(args.study)
+    if study.engine_names[0] == "vllm":
+        reset_prefix_cache_between_points()
+    space = build_space(study, REPO)
+    st = StudyState(study, space, args.state)
+    trials_dir = args.state / "trials"
+    queued = json.loads(args.enqueue) if args.enqueue else []
+    done_walls = [r.wall_s for r in st.results if r.outcome.ran]
+    log.info("study %s: %d trials already done; deadline in %.0f s", study.name, len(st.results),
+             args.deadline - time.time())
+    ran = 0
+    while ran < args.trials:
+        estimate = max(done_walls) if done_walls else args.trial_estimate_s
+        left = args.deadline - time.time()
+        if left < estimate:
+            log.info("stop: %.0f s left, a trial is estimated at %.0f s", left, estimate)
+            break
+        plan = next_plan(st, queued)
+        if plan is None:
+            log.info("stop: the searcher has no config left worth launching")
+            break
+        result = run_one(st, plan, trials_dir)
+        st.add(result)
+        ran += 1
+        if result.outcome.ran:
+            done_walls.append(result.wall_s)
+        log.info("trial %d: %s capacity=%s objective=%s start_s=%s wall_s=%.0f reason=%s", result.number,
+                 result.outcome.value, result.capacity, result.objective, result.start_s, result.wall_s,
+                 result.reason)
+        pack(st, trials_dir, args.out, log_file)
+    pack(st, trials_dir, args.out, log_file)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
