@@ -1,0 +1,79 @@
+"""The arguments every servetune Serve builder takes (the ``args:`` block of promoted.yaml).
+
+One strict model for all engines, so a hand-edited promoted.yaml with a typo fails at deploy time
+with the key's name instead of silently serving a different config.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from tuner.spec.study import ModelSpec, SimSettings
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Autoscaling(Strict):
+    """Ray Serve autoscaling_config fields we set (target = in-flight requests one replica holds within SLA)."""
+
+    min_replicas: int = Field(ge=0)
+    initial_replicas: int | None = Field(default=None, ge=0)
+    max_replicas: int = Field(gt=0)
+    target_ongoing_requests: float = Field(gt=0)
+
+    @model_validator(mode="after")
+    def _bounds(self) -> Autoscaling:
+        if self.min_replicas > self.max_replicas:
+            raise ValueError(
+                f"min_replicas <= max_replicas must hold, but got {self.min_replicas} > {self.max_replicas}"
+            )
+        return self
+
+
+class DeploymentArgs(Strict):
+    """Serve deployment options derived from the measured capacity (see tuner.promote.serve_config)."""
+
+    max_ongoing_requests: int = Field(gt=0)
+    autoscaling_config: Autoscaling
+    num_cpus: float = Field(default=1.0, ge=0)
+    health_check_period_s: float = Field(default=10.0, gt=0)
+    health_check_timeout_s: float = Field(default=30.0, gt=0)
+
+    def serve_options(self) -> dict[str, Any]:
+        """Keyword arguments for `serve.deployment(...).options(...)` / LLMConfig.deployment_config."""
+        return {
+            "max_ongoing_requests": self.max_ongoing_requests,
+            "autoscaling_config": self.autoscaling_config.model_dump(exclude_none=True),
+            "health_check_period_s": self.health_check_period_s,
+            "health_check_timeout_s": self.health_check_timeout_s,
+        }
+
+
+class AppArgs(Strict):
+    """Everything a builder needs: the tuned engine arguments plus where they came from."""
+
+    engine: Literal["sim", "vllm", "sglang"]
+    model: ModelSpec
+    engine_args: dict[str, Any]  # the tuned arguments, exactly as the winning trial launched them
+    deployment: DeploymentArgs
+    sim: SimSettings | None = None  # only for engine "sim"
+    accelerator_type: str | None = None  # Ray accelerator type, e.g. "H200" (GPU engines)
+    start_timeout_s: float = Field(default=600, gt=0)
+    lineage: dict[str, str] = {}  # study, trial and registry ids, served back on GET /servetune
+
+    @model_validator(mode="after")
+    def _sim_only(self) -> AppArgs:
+        if self.engine == "sim" and self.sim is None:
+            raise ValueError("engine 'sim' needs a 'sim' block (flavour, gpu, time_scale)")
+        if self.engine != "sim" and self.sim is not None:
+            raise ValueError(f"a 'sim' block is only valid with engine 'sim', not {self.engine!r}")
+        return self
+
+
+def parse_args(args: dict[str, Any] | AppArgs) -> AppArgs:
+    """Validate builder args coming from a Serve config file."""
+    return args if isinstance(args, AppArgs) else AppArgs.model_validate(args)

@@ -1,0 +1,114 @@
+"""`python -m tuner.promote`: promote a finished study, deploy it to staging, or roll staging back.
+
+    python -m tuner.promote --study-run ID [--mlflow-uri URI] [--output DIR] [--deploy]
+    python -m tuner.promote --rollback NAME [--mlflow-uri URI]
+
+Exit status: 0 done; 1 deploy or rollback failed (staging left as it was); 2 invalid input;
+3 nothing to promote (the reason is printed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from tuner.errors import SpecError
+
+DASHBOARD_ENV = "RAY_DASHBOARD_ADDRESS"
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m tuner.promote", description=__doc__.splitlines()[0])
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--study-run", metavar="ID", help="MLflow parent run of a finished study")
+    what.add_argument("--rollback", metavar="NAME", help="registered config (<study>-config) to roll back")
+    p.add_argument("--mlflow-uri", metavar="URI", help="tracking URI (default: $MLFLOW_TRACKING_URI)")
+    p.add_argument("--deploy", action="store_true", help="deploy to the running Ray Serve as the staging app")
+    p.add_argument("--output", metavar="DIR", type=Path, help="where promoted.yaml goes (default: outputs/)")
+    p.add_argument("--address", metavar="URL", help=f"Ray dashboard (default: ${DASHBOARD_ENV} or "
+                   "http://127.0.0.1:8265)")
+    p.add_argument("--timeout", type=float, default=600, metavar="S", help="deploy deadline per step")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return _run(args)
+    except SpecError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _uri(args: argparse.Namespace) -> str:
+    uri = args.mlflow_uri or os.environ.get("MLFLOW_TRACKING_URI")
+    if not uri:
+        raise SpecError("no MLflow tracking URI", "--mlflow-uri",
+                        "pass --mlflow-uri (e.g. sqlite:///runs/study/mlflow.db) or set MLFLOW_TRACKING_URI")
+    return uri
+
+
+def _admin(args: argparse.Namespace):  # -> ServeAdmin (imported late: Ray is slow to import)
+    from tuner.promote.deploy import DEFAULT_DASHBOARD, ServeAdmin
+
+    address = args.address or os.environ.get(DASHBOARD_ENV) or DEFAULT_DASHBOARD
+    try:
+        return ServeAdmin(address)
+    except Exception as exc:  # noqa: BLE001 -- any connection failure means the same to the user
+        raise SpecError(f"cannot reach the Ray dashboard at {address} ({type(exc).__name__}: {exc})",
+                        "--address", "start Ray (ray start --head) or pass the dashboard URL") from None
+
+
+def _run(args: argparse.Namespace) -> int:
+    from tuner.promote.ops import deploy_version, rollback
+    from tuner.promote.registry import ConfigRegistry
+
+    uri = _uri(args)
+    registry = ConfigRegistry(uri)
+    if args.rollback:
+        registry.rollback_target(args.rollback)  # fail before touching Serve when there is nothing
+        change = rollback(registry, _admin(args), args.rollback, timeout_s=args.timeout)
+        print(("ok: " if change.ok else "failed: ") + change.reason)
+        return 0 if change.ok else 1
+    name, version = _promote(args, uri, registry)
+    if version is None:
+        return 3
+    if not args.deploy:
+        return 0
+    change = deploy_version(registry, _admin(args), name, version, timeout_s=args.timeout)
+    if change.ok:
+        print(f"deployed: {name} version {version} is staging" +
+              (f" (replaced version {change.replaced}, now previous-staging)" if change.replaced else ""))
+        print(f"  {change.reason}")
+        return 0
+    print(f"deploy failed, staging and its alias unchanged: {change.reason}")
+    return 1
+
+
+def _promote(args: argparse.Namespace, uri: str, registry) -> tuple[str, str | None]:
+    """The registered version for the study run: the one the pipeline made, else a new one."""
+    from tuner.promote.pipeline import promote_study
+    from tuner.promote.registry import model_name
+    from tuner.promote.study_run import load_study_run
+
+    study, trials = load_study_run(registry.client, args.study_run)
+    name = model_name(study.name)
+    found = registry.find(name, "servetune.study_run_id", args.study_run)
+    if found is not None:
+        print(f"study run {args.study_run} was promoted already: {name} version {found.version} "
+              f"(trial {found.tags.get('servetune.trial_id')})")
+        return name, str(found.version)
+    out = args.output or Path("outputs") / f"promote-{args.study_run[:8]}"
+    result = promote_study(study, trials, output_dir=out, tracking_uri=uri, parent_run_id=args.study_run,
+                           confirm=None, set_alias=not args.deploy)
+    print(("promoted: " if result.promoted else "") + result.reason)
+    if not result.promoted:
+        return name, None
+    print(f"  registered {result.model_name} version {result.model_version}; Serve config {result.serve_config}")
+    return name, result.model_version
+
+
+if __name__ == "__main__":
+    sys.exit(main())

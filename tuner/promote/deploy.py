@@ -1,0 +1,142 @@
+"""Deploying a promoted config to a running Ray Serve, blue-green, through the dashboard's REST API.
+
+The same API `serve deploy` uses, but merged with what is already deployed (a plain `serve deploy`
+of one app would delete every other declaratively deployed app). The new config first runs as a
+side app (``<name>-candidate`` on its own route) and must pass the smoke test there; only then is
+``<name>`` itself updated, smoke-tested again, and the side app removed. A failure at any step puts
+back the apps as they were, so the old staging keeps serving and nothing else changes.
+Cost: while switching, the new config runs twice (one extra copy of its resources).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from tuner.promote.smoke import SmokeResult, SmokeTestError, smoke_test
+
+DEFAULT_DASHBOARD = "http://127.0.0.1:8265"
+
+
+class DeployError(Exception):
+    """An app did not reach RUNNING (failed to deploy, or not in time)."""
+
+
+@dataclass
+class DeployResult:
+    ok: bool
+    reason: str
+    smoke: SmokeResult | None = None
+
+
+def _same(a: Any, b: Any) -> bool:
+    return json.dumps(a, sort_keys=True, default=str) == json.dumps(b, sort_keys=True, default=str)
+
+
+class ServeAdmin:
+    """The running Serve instance as seen through the dashboard: read apps, apply apps, wait for them."""
+
+    def __init__(self, address: str = DEFAULT_DASHBOARD, *, default_http_port: int = 8000) -> None:
+        from ray.dashboard.modules.serve.sdk import ServeSubmissionClient
+
+        self.client = ServeSubmissionClient(address)
+        self.default_http_port = default_http_port
+
+    def details(self) -> dict[str, Any]:
+        return self.client.get_serve_details()
+
+    def declared_apps(self) -> dict[str, dict[str, Any]]:
+        """Apps deployed from config (declaratively), by name, as they were submitted."""
+        apps = self.details().get("applications") or {}
+        return {name: dict(app["deployed_app_config"]) for name, app in apps.items()
+                if app.get("source") == "declarative" and app.get("deployed_app_config")}
+
+    def apply(self, apps: dict[str, dict[str, Any]]) -> None:
+        """Make the declaratively deployed apps exactly `apps`, keeping the running HTTP settings."""
+        details = self.details()
+        config: dict[str, Any] = {"applications": list(apps.values())}
+        http = details.get("http_options")
+        config["http_options"] = http or {"host": "127.0.0.1", "port": self.default_http_port}
+        if details.get("proxy_location"):
+            config["proxy_location"] = details["proxy_location"]
+        self.client.deploy_applications(config)
+
+    def http_base(self) -> str:
+        http = self.details().get("http_options") or {}
+        host = http.get("host") or "127.0.0.1"
+        host = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+        return f"http://{host}:{http.get('port') or self.default_http_port}"
+
+    def wait_running(self, name: str, app: dict[str, Any], timeout_s: float) -> None:
+        """Until app `name` runs this exact config; DeployError on DEPLOY_FAILED or at the deadline."""
+        deadline = time.monotonic() + timeout_s
+        status, message = "NOT_STARTED", ""
+        while time.monotonic() < deadline:
+            info = (self.details().get("applications") or {}).get(name)
+            if info is not None:
+                deployed = info.get("deployed_app_config") or {}
+                current = _same(deployed.get("args"), app.get("args")) and \
+                    deployed.get("import_path") == app.get("import_path")
+                status, message = info.get("status", ""), info.get("message", "")
+                if current and status == "RUNNING":
+                    return
+                if current and status == "DEPLOY_FAILED":
+                    raise DeployError(f"app {name!r} failed to deploy: {_short(message)}")
+            time.sleep(1.0)
+        raise DeployError(f"app {name!r} not RUNNING after {timeout_s:g}s (status {status}: {_short(message)})")
+
+    def wait_gone(self, name: str, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and name in (self.details().get("applications") or {}):
+            time.sleep(1.0)
+
+
+def _short(message: str, limit: int = 600) -> str:
+    message = " ".join(message.split())
+    return message if len(message) <= limit else "..." + message[-limit:]
+
+
+def candidate_route(name: str, route_prefix: str) -> tuple[str, str]:
+    """Name and route of the side app a new config is tried on first."""
+    cand = f"{name}-candidate"
+    prefix = route_prefix.rstrip("/")
+    return cand, (f"{prefix}-candidate" if prefix else f"/{cand}")
+
+
+def served_model(app: dict[str, Any]) -> str:
+    model = (app.get("args") or {}).get("model") or {}
+    return model.get("served_name") or model.get("name") or "default"
+
+
+def deploy_blue_green(admin: ServeAdmin, app: dict[str, Any], *, name: str, route_prefix: str,
+                      timeout_s: float = 600, smoke_timeout_s: float = 120) -> DeployResult:
+    """Deploy `app` (an entry of a Serve config) as `name` only if it passes the smoke test first."""
+    before = admin.declared_apps()
+    cand_name, cand_prefix = candidate_route(name, route_prefix)
+    base = {k: v for k, v in before.items() if k != cand_name}
+    cand = {**app, "name": cand_name, "route_prefix": cand_prefix}
+    model = served_model(app)
+    admin.apply({**base, cand_name: cand})
+    try:
+        admin.wait_running(cand_name, cand, timeout_s)
+        smoke_test(admin.http_base(), cand_prefix, model, timeout_s=smoke_timeout_s)
+    except (DeployError, SmokeTestError) as exc:
+        admin.apply(base)  # drop the candidate; `name` was never touched
+        admin.wait_gone(cand_name, 60)
+        return DeployResult(False, f"candidate rejected, {name!r} left as it was: {exc}")
+    new = {**app, "name": name, "route_prefix": route_prefix}
+    admin.apply({**base, cand_name: cand, name: new})
+    try:
+        admin.wait_running(name, new, timeout_s)
+        smoke = smoke_test(admin.http_base(), route_prefix, model, timeout_s=smoke_timeout_s)
+    except (DeployError, SmokeTestError) as exc:
+        admin.apply(base)  # put the previous `name` back (or remove it if there was none)
+        if name in base:
+            admin.wait_running(name, base[name], timeout_s)
+        return DeployResult(False, f"{name!r} failed after the switch and was restored: {exc}")
+    admin.apply({**base, name: new})
+    admin.wait_gone(cand_name, 60)
+    return DeployResult(True, f"{name!r} serves the new config; smoke test passed "
+                              f"(first token {smoke.ttft_s * 1000:.0f} ms)", smoke)

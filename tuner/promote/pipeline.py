@@ -1,0 +1,196 @@
+"""promote_study: from a finished study's trials to a registered, deployable config.
+
+Selection (tuner.promote.select) -> a promotion run nested under the study run -> registered model
+version ``<study>-config`` with lineage tags -> promoted.yaml (Serve config) -> alias ``staging``.
+When nothing qualifies, the promotion run still records why.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mlflow import MlflowClient
+from mlflow.entities import Metric, Param
+
+from tuner.promote.registry import ARTIFACT_DIR, ConfigRegistry, model_name
+from tuner.promote.select import Candidate, Confirm, select
+from tuner.promote.serve_config import app_args, app_config, hardware, serve_config, write_config
+from tuner.spec.study import Study
+from tuner.trial_result import TrialResult
+
+PROMOTED_FILE = "promoted.yaml"
+SUMMARY_FILE = "promotion.json"
+
+
+@dataclass
+class PromotionResult:
+    promoted: bool
+    reason: str  # why this one, or why nothing was promoted
+    trial: TrialResult | None  # the winner (its original trial)
+    confirmations: list[TrialResult]  # the winner's re-runs
+    worst_objective: float | None  # selection uses the worst run (SCOOT)
+    model_name: str | None  # "<study>-config"
+    model_version: str | None
+    serve_config: Path | None  # output_dir / "promoted.yaml"
+    run_id: str | None = None  # the promotion run in MLflow
+    candidates: list[dict[str, Any]] = field(default_factory=list)  # every candidate and its fate
+
+
+def promote_study(
+    study: Study,
+    trials: list[TrialResult],
+    *,
+    output_dir: Path,
+    tracking_uri: str,
+    parent_run_id: str | None,
+    confirm: Confirm | None,
+    set_alias: bool = True,
+) -> PromotionResult:
+    """Select, confirm, register and write the Serve config of a study's winner (see module doc)."""
+    selection = select(study, trials, confirm)
+    summary = [_candidate_json(c) for c in selection.candidates]
+    client = MlflowClient(tracking_uri=tracking_uri, registry_uri=tracking_uri)
+    run = client.create_run(
+        _experiment_id(client, study, parent_run_id),
+        run_name="promotion",
+        tags={
+            "servetune.kind": "promotion",
+            "servetune.study": study.name,
+            **({"mlflow.parentRunId": parent_run_id} if parent_run_id else {}),
+        },
+    )
+    run_id = run.info.run_id
+    try:
+        if selection.winner is None:
+            client.set_tag(run_id, "servetune.promoted", "false")
+            client.log_param(run_id, "reason", selection.reason[:6000])
+            result = PromotionResult(False, selection.reason, None, [], None, None, None, None, run_id, summary)
+            _write_summary(output_dir, result)
+            client.set_terminated(run_id)
+            return result
+        result = _register(client, study, selection.winner, selection.reason, summary, output_dir=output_dir,
+                           tracking_uri=tracking_uri, parent_run_id=parent_run_id, run_id=run_id,
+                           set_alias=set_alias)
+        client.set_terminated(run_id)
+        return result
+    except BaseException:
+        client.set_terminated(run_id, status="FAILED")
+        raise
+
+
+def _register(client: MlflowClient, study: Study, winner: Candidate, reason: str,
+              summary: list[dict[str, Any]], *, output_dir: Path, tracking_uri: str,
+              parent_run_id: str | None, run_id: str, set_alias: bool) -> PromotionResult:
+    trial = winner.trial
+    name = model_name(study.name)
+    capacity = winner.worst_capacity
+    tags = _lineage_tags(study, winner, parent_run_id, run_id)
+    _log_params(client, run_id, study, winner)
+    registry = ConfigRegistry(tracking_uri)
+    link = trial.mlflow_run_id or parent_run_id or run_id
+    version = registry.register(name, source_run_id=run_id, run_id=link, tags=tags, description=reason)
+    lineage = {"model_name": name, "model_version": version, "study": study.name, "trial_id": trial.trial_id}
+    if parent_run_id:
+        lineage["study_run_id"] = parent_run_id
+    if trial.mlflow_run_id:
+        lineage["trial_run_id"] = trial.mlflow_run_id
+    args = app_args(study, trial, capacity=capacity, lineage=lineage)
+    app = app_config(args, name=study.promotion.app_name, route_prefix=study.promotion.route_prefix)
+    path = write_config(serve_config([app]), output_dir / PROMOTED_FILE)
+    result = PromotionResult(True, reason, trial, list(winner.runs), winner.worst_objective, name, version,
+                             path, run_id, summary)
+    summary_path = _write_summary(output_dir, result)
+    with tempfile.TemporaryDirectory() as tmp:
+        staged = Path(tmp) / ARTIFACT_DIR
+        staged.mkdir()
+        for src in (path, summary_path):
+            (staged / src.name).write_bytes(src.read_bytes())
+        client.log_artifacts(run_id, str(staged), ARTIFACT_DIR)
+    if set_alias:
+        registry.move_staging(name, version)
+    return result
+
+
+def _experiment_id(client: MlflowClient, study: Study, parent_run_id: str | None) -> str:
+    if parent_run_id:
+        return client.get_run(parent_run_id).info.experiment_id
+    name = study.tracking.experiment or study.name
+    exp = client.get_experiment_by_name(name)
+    return exp.experiment_id if exp is not None else client.create_experiment(name)
+
+
+def _lineage_tags(study: Study, winner: Candidate, parent_run_id: str | None, run_id: str) -> dict[str, str]:
+    trial = winner.trial
+    tags = {
+        "servetune.study": study.name,
+        "servetune.promotion_run_id": run_id,
+        "servetune.trial_id": trial.trial_id,
+        "servetune.engine": trial.engine,
+        "servetune.args": json.dumps(trial.args, sort_keys=True, default=str),
+        "servetune.model": study.model.name,
+        "servetune.sla": ", ".join(str(t) for t in study.sla),
+        "servetune.workload": json.dumps(study.workload.model_dump(mode="json", exclude_defaults=True)),
+        "servetune.capacity": f"{winner.worst_capacity}",
+        "servetune.capacity_mode": study.capacity.mode,
+        "servetune.objective_metric": study.objective.metric,
+        "servetune.worst_objective": f"{winner.worst_objective}",
+        "servetune.confirm_runs": str(len(winner.runs)),
+        "servetune.hardware": hardware(study, trial),
+    }
+    if parent_run_id:
+        tags["servetune.study_run_id"] = parent_run_id
+    if trial.mlflow_run_id:
+        tags["servetune.trial_run_id"] = trial.mlflow_run_id
+    return tags
+
+
+def _log_params(client: MlflowClient, run_id: str, study: Study, winner: Candidate) -> None:
+    trial = winner.trial
+    params: dict[str, Any] = {f"arg.{k}": json.dumps(v) if isinstance(v, (dict, list)) else v
+                              for k, v in trial.args.items()}
+    params.update({
+        "engine": trial.engine, "trial_id": trial.trial_id, "model": study.model.name,
+        "sla": ", ".join(str(t) for t in study.sla), "hardware": hardware(study, trial),
+        "capacity_mode": study.capacity.mode,
+        "workload": json.dumps(study.workload.model_dump(mode="json", exclude_defaults=True))[:6000],
+    })
+    metrics = {"capacity": winner.worst_capacity, "worst_objective": winner.worst_objective,
+               "original_objective": trial.objective}
+    metrics.update({f"confirm_{i}_objective": r.objective for i, r in enumerate(winner.runs)})
+    batch_params = [Param(k, str(v)[:6000]) for k, v in params.items()]
+    batch_metrics = [Metric(k, float(v), 0, 0) for k, v in metrics.items() if v is not None]
+    client.log_batch(run_id, params=batch_params, metrics=batch_metrics)
+    client.set_tag(run_id, "servetune.promoted", "true")
+
+
+def _candidate_json(c: Candidate) -> dict[str, Any]:
+    return {
+        "trial_id": c.trial.trial_id, "engine": c.trial.engine, "args": c.trial.args,
+        "objective": c.trial.objective, "worst_objective": c.worst_objective,
+        "capacity": c.trial.capacity, "worst_capacity": c.worst_capacity,
+        "confirmations": [{"seed": r.seed, "outcome": r.outcome.value, "objective": r.objective,
+                           "capacity": r.capacity, "reason": r.reason} for r in c.runs],
+        "dropped": c.dropped,
+    }
+
+
+def _write_summary(output_dir: Path, result: PromotionResult) -> Path:
+    data = {
+        "promoted": result.promoted, "reason": result.reason,
+        "trial_id": result.trial.trial_id if result.trial else None,
+        "worst_objective": result.worst_objective, "model_name": result.model_name,
+        "model_version": result.model_version, "run_id": result.run_id,
+        "serve_config": str(result.serve_config) if result.serve_config else None,
+        "candidates": result.candidates,
+    }
+    output_dir.mkdir(parents=True, exist_ok=True)
+    path = output_dir / SUMMARY_FILE
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(data, indent=2, default=str))
+    os.replace(tmp, path)
+    return path

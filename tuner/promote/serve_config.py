@@ -1,0 +1,139 @@
+"""promoted.yaml: a Ray Serve config file (`serve run` / `serve deploy`) for the winning config.
+
+The file names one of our builders by import path (``serve_apps.<engine>:build_app``) and passes it
+the tuned engine arguments plus deployment options derived from the measured capacity:
+
+- in-flight requests one replica holds within the SLA: the capacity itself in concurrency mode, or
+  Little's law (rate x mean end-to-end latency) in rate mode;
+- ``autoscaling_config.target_ongoing_requests`` = that number, so Serve adds a replica before the
+  load on one exceeds what met the SLA;
+- ``max_ongoing_requests`` = 1.25 x that number, so a burst queues in Serve (where another replica
+  can take it) instead of inside one overloaded engine.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from serve_apps.args import AppArgs, Autoscaling, DeploymentArgs
+from tuner.spec.study import Study
+from tuner.trial_result import TrialResult
+
+BUILDERS = {
+    "sim": "serve_apps.sim:build_app",
+    "vllm": "serve_apps.vllm:build_app",
+    "sglang": "serve_apps.sglang:build_app",
+}
+HEADROOM = 1.25
+_ACCELERATORS = ("GB200", "GB300", "B200", "B300", "H200", "H100", "H20", "A100", "L40S", "L4", "A10G",
+                 "T4", "V100")
+
+
+def in_flight(study: Study, capacity: float, metrics: dict[str, float]) -> float:
+    """Requests one replica holds at its SLA capacity."""
+    if study.capacity.mode == "concurrency":
+        return max(capacity, 1.0)
+    e2e_ms = metrics.get("e2e_ms.mean") or metrics.get("e2e_ms.p50")
+    if not e2e_ms or math.isnan(e2e_ms):
+        return max(capacity, 1.0)  # no latency measured: at least one request per req/s
+    return max(capacity * e2e_ms / 1000.0, 1.0)
+
+
+def deployment_args(study: Study, capacity: float | None, metrics: dict[str, float]) -> DeploymentArgs:
+    replicas = study.promotion.replicas
+    held = in_flight(study, capacity, metrics) if capacity else 1.0
+    return DeploymentArgs(
+        max_ongoing_requests=max(2, math.ceil(held * HEADROOM)),
+        autoscaling_config=Autoscaling(
+            min_replicas=replicas,
+            initial_replicas=replicas,
+            max_replicas=2 * replicas,
+            target_ongoing_requests=round(held, 2),
+        ),
+        num_cpus=study.resources.cpus_per_trial,
+    )
+
+
+def accelerator_type(name: str | None) -> str | None:
+    """'NVIDIA H200' or 'NVIDIA A100-SXM4-80GB' -> Ray's accelerator type ('H200', 'A100-80G')."""
+    upper = (name or "").upper()
+    for acc in _ACCELERATORS:  # longer names first: H200 before H20, L40S before L4
+        if acc in upper:
+            if acc == "A100" and ("80G" in upper or "40G" in upper):
+                return "A100-80G" if "80G" in upper else "A100-40G"
+            return acc
+    return None
+
+
+def hardware(study: Study, trial: TrialResult) -> str:
+    """What the capacity was measured on (a simulated GPU is named as such)."""
+    if trial.engine == "sim":
+        return f"sim:{study.sim.flavour}:{study.sim.gpu}"
+    for key in ("gpu_name", "gpu", "hardware", "device_name"):
+        value = trial.resolved.get(key)
+        if value:
+            return str(value)
+    return "unknown"
+
+
+def app_args(study: Study, trial: TrialResult, *, capacity: float | None = None,
+             lineage: dict[str, str] | None = None) -> AppArgs:
+    """Builder arguments for the winner; `capacity` defaults to the trial's (pass the worst confirmed one)."""
+    cap = trial.capacity if capacity is None else capacity
+    settings = study.engines.get(trial.engine) if trial.engine != "sim" else None  # type: ignore[call-overload]
+    return AppArgs(
+        engine=trial.engine,  # type: ignore[arg-type]
+        model=study.model,
+        engine_args=dict(trial.args),
+        deployment=deployment_args(study, cap, trial.metrics),
+        sim=study.sim if trial.engine == "sim" else None,
+        accelerator_type=None if trial.engine == "sim" else accelerator_type(hardware(study, trial)),
+        start_timeout_s=settings.start_timeout_s if settings else 600.0,
+        lineage=dict(lineage or {}),
+    )
+
+
+def app_config(args: AppArgs, *, name: str, route_prefix: str) -> dict[str, Any]:
+    """One entry of a Serve config's `applications` list."""
+    return {
+        "name": name,
+        "route_prefix": route_prefix,
+        "import_path": BUILDERS[args.engine],
+        "args": args.model_dump(mode="json", exclude_none=True),
+    }
+
+
+def serve_config(apps: list[dict[str, Any]], *, host: str = "127.0.0.1", port: int = 8000) -> dict[str, Any]:
+    """A whole Serve config file (ServeDeploySchema) with the given applications."""
+    return {
+        "proxy_location": "EveryNode",
+        "http_options": {"host": host, "port": port},
+        "applications": apps,
+    }
+
+
+def write_config(config: dict[str, Any], path: Path) -> Path:
+    """Atomic write (temp file + os.replace), so a reader never sees half a config."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=path.name, dir=path.parent)
+    with os.fdopen(fd, "w") as f:
+        yaml.safe_dump(config, f, sort_keys=False)
+    os.replace(tmp, path)
+    return path
+
+
+def read_app(path: Path, name: str | None = None) -> dict[str, Any]:
+    """The application entry of a promoted.yaml (the only one, or the one called `name`)."""
+    data = yaml.safe_load(path.read_text())
+    apps = data.get("applications") or []
+    if name is not None:
+        apps = [a for a in apps if a.get("name") == name] or apps
+    if not apps:
+        raise ValueError(f"{path}: no application in this Serve config")
+    return dict(apps[0])
