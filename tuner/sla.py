@@ -18,6 +18,23 @@ _TERM = re.compile(r"^\s*([a-z0-9_.]+)\s*(<=|<)\s*([0-9]*\.?[0-9]+(?:e[+-]?\d+)?
 _NAME = re.compile(r"^(p50|p90|p95|p99|p999|mean|max)_(ttft|tpot|itl|e2e)_ms$")
 
 
+_SUMMARY_STATS = ("mean", "std", "p50", "p90", "p95", "p99", "p99.9", "max")
+SUMMARY_KEYS = frozenset(
+    [f"{m}_ms.{s}" for m in LATENCY_METRICS for s in _SUMMARY_STATS]
+    + [f"jitter.{m}" for m in ("ttft", "tpot", "e2e")]
+    + ["requests_per_s", "output_tokens_per_s", "total_tokens_per_s", "goodput_rps", "error_rate",
+       "completed", "failed", "duration_s"]
+)
+
+
+def is_summary_key(key: str) -> bool:
+    """A key tuner.load.metrics.summarize produces: e.g. ``ttft_ms.p99`` or ``class.chat.goodput_rps``."""
+    if key.startswith("class."):
+        name, _, rest = key.removeprefix("class.").partition(".")
+        return bool(name) and rest in SUMMARY_KEYS
+    return key in SUMMARY_KEYS
+
+
 @dataclass(frozen=True)
 class SLATerm:
     name: str  # e.g. p99_ttft_ms

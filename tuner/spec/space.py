@@ -36,9 +36,10 @@ class Param(Strict):
             if self.low is None or self.high is None:
                 raise ValueError(f"{self.type} parameter needs low and high")
             if self.low > self.high:
-                raise ValueError(f"low <= high must hold, but got low={self.low:g} high={self.high:g}")
+                raise ValueError(f"low <= high must hold, but got low={self.low:g} high={self.high:g}"
+                                 " | fix: swap them or narrow only one end")
             if self.log and self.low <= 0:
-                raise ValueError(f"log scale needs low > 0, got low={self.low:g}")
+                raise ValueError(f"log scale needs low > 0, got low={self.low:g} | fix: give low >= 1 or set log: false")
             if self.log and self.step is not None:
                 raise ValueError("log scale and step cannot both be set")
         elif self.type == "categorical":
@@ -70,7 +71,7 @@ class Constraint(Strict):
     def _parse(self) -> Constraint:
         if not _REQUIRE.match(self.require):
             raise ValueError(
-                f"cannot parse constraint {self.require!r}: write 'a <= b' with parameter names or numbers"
+                f"cannot parse constraint {self.require!r} | fix: write 'a <= b' with parameter names or numbers"
             )
         return self
 
@@ -95,6 +96,14 @@ class ParamOverride(Strict):
     log: bool | None = None
     choices: list[Scalar] | None = None
     default: Scalar | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> ParamOverride:
+        """What can be judged without the space file (the merged parameter is checked again later)."""
+        if self.low is not None and self.high is not None and self.low > self.high:
+            raise ValueError(f"low <= high must hold, but got low={self.low:g} high={self.high:g}"
+                             " | fix: swap them or narrow only one end")
+        return self
 
 
 class SearchSpaceRef(Strict):

@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from tuner.errors import SpecError
-from tuner.sla import SLATerm, parse_sla
+from tuner.sla import SLATerm, is_summary_key, parse_sla
 from tuner.spec.space import SearchSpaceRef
 from tuner.spec.workload import Workload
 
@@ -74,7 +74,8 @@ class CapacitySettings(Strict):
     @model_validator(mode="after")
     def _bounds(self) -> CapacitySettings:
         if self.low > self.high:
-            raise ValueError(f"low <= high must hold, but got low={self.low:g} high={self.high:g}")
+            raise ValueError(f"low <= high must hold, but got low={self.low:g} high={self.high:g}"
+                             " | fix: lower capacity.low or raise capacity.high")
         return self
 
 
@@ -82,6 +83,15 @@ class Objective(Strict):
     metric: str = "output_tokens_per_s"  # maximised at the SLA capacity
     mode: Literal["constrained", "multi"] = "constrained"  # multi: throughput vs p99 latency (Pareto)
     latency_metric: str = "ttft_ms.p99"  # second objective in multi mode and for the Pareto front
+
+    @field_validator("metric", "latency_metric")
+    @classmethod
+    def _known(cls, v: str) -> str:
+        """A misspelt metric would run the whole study and rank every trial as None."""
+        if not is_summary_key(v):
+            raise ValueError(f"unknown metric {v!r} | fix: use a summary key such as output_tokens_per_s, "
+                             "requests_per_s, goodput_rps or ttft_ms.p99 (per class: class.<name>.<key>)")
+        return v
 
 
 class SearchSettings(Strict):
@@ -138,16 +148,15 @@ class Study(Strict):
     @field_validator("sla", mode="before")
     @classmethod
     def _sla(cls, v: Any) -> list[SLATerm]:
+        # SpecError (not ValueError) passes through pydantic with its own where/fix; validate() adds the file.
         if isinstance(v, list) and v and all(isinstance(t, SLATerm) for t in v):
             return v
         if not isinstance(v, (str, list)) or not all(isinstance(t, str) for t in (v if isinstance(v, list) else [v])):
-            raise ValueError("sla must be a list of terms like 'p99_ttft_ms <= 500'")
-        try:
-            terms = parse_sla(v)
-        except SpecError as exc:
-            raise ValueError(f"{exc.where}: {exc.what}; {exc.fix}") from None
+            raise SpecError(f"sla must be a list of terms, got {type(v).__name__}", "sla",
+                            "write sla: [\"p99_ttft_ms <= 500\", ...]")
+        terms = parse_sla(v)
         if not terms:
-            raise ValueError("at least one SLA term is required, e.g. 'p99_ttft_ms <= 500'")
+            raise SpecError("at least one SLA term is required", "sla", "add a term like 'p99_ttft_ms <= 500'")
         return terms
 
     @field_validator("engine")
@@ -155,9 +164,9 @@ class Study(Strict):
     def _engines(cls, v: Any) -> Any:
         if isinstance(v, list):
             if not v:
-                raise ValueError("engine list must not be empty")
+                raise SpecError("engine list must not be empty", "engine", "name one engine: vllm, sglang or sim")
             if len(set(v)) != len(v):
-                raise ValueError(f"engine listed twice: {v}")
+                raise SpecError(f"engine listed twice: {v}", "engine", "list each engine once")
         return v
 
     @property

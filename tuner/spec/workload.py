@@ -32,7 +32,7 @@ class Normal(Strict):
     @model_validator(mode="after")
     def _bounds(self) -> Normal:
         if self.max is not None and self.min > self.max:
-            raise ValueError(f"min <= max must hold, but got min={self.min} max={self.max}")
+            raise ValueError(f"min <= max must hold, but got min={self.min} max={self.max} | fix: lower min or raise max")
         return self
 
 
@@ -54,7 +54,7 @@ class Uniform(Strict):
     @model_validator(mode="after")
     def _bounds(self) -> Uniform:
         if self.low > self.high:
-            raise ValueError(f"low <= high must hold, but got low={self.low} high={self.high}")
+            raise ValueError(f"low <= high must hold, but got low={self.low} high={self.high} | fix: swap them")
         return self
 
 
@@ -119,9 +119,8 @@ class Workload(Strict):
     def _one_source(self) -> Workload:
         given = [k for k in ("profile", "classes", "trace") if getattr(self, k) is not None]
         if len(given) != 1:
-            raise ValueError(
-                f"give exactly one of profile, classes or trace (got {given or 'none'})"
-            )
+            raise ValueError(f"give exactly one of profile, classes or trace (got {given or 'none'})"
+                             " | fix: keep one of them")
         if self.classes is not None and not self.classes:
             raise ValueError("classes must not be empty")
         return self
