@@ -75,8 +75,66 @@ def check_engines(study: Study, space: Space) -> None:
         engine.check_args({**sp.defaults(), **sp.fixed}, None)
 
 
+def check_space_files(study: Study, base_dir: Path) -> None:
+    """A missing search_space.file is named as such, with the places looked in."""
+    from tuner.search.space import SPACES_DIR
+
+    for engine in study.engine_names:
+        ref = study.space_ref(engine)
+        if not ref.file:
+            continue
+        path = Path(ref.file)
+        places = [path] if path.is_absolute() else [base_dir / path, path, SPACES_DIR.parent / path]
+        if not any(p.is_file() for p in places):
+            where = f"search_space{'.' + engine if isinstance(study.search_space, dict) else ''}.file"
+            looked = ", ".join(dict.fromkeys(str(p) for p in places))
+            raise SpecError(f"search-space file {ref.file} not found (looked for {looked})",
+                            where, "give a path relative to the study file, or leave file out for the built-in space")
+
+
+def check_satisfiable(space: Space) -> None:
+    """Reject constraints that together leave no value (e.g. `a <= 32` and `a >= 64`), by narrowing ranges."""
+    for name, sp in space.engines.items():
+        bounds: dict[str, list[float]] = {"max_model_len": [sp.max_model_len] * 2}
+        for k, v in sp.fixed.items():
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                bounds[k] = [float(v), float(v)]
+        for k, p in sp.params.items():
+            nums = [c for c in p.choices or [] if isinstance(c, (int, float)) and not isinstance(c, bool)]
+            if p.type in ("int", "float"):
+                bounds[k] = [float(p.low), float(p.high)]  # type: ignore[arg-type]
+            elif p.type == "categorical" and nums and len(nums) == len(p.choices or []):
+                bounds[k] = [float(min(nums)), float(max(nums))]
+        hard = [c for c in sp.constraints if c.action == "reject" and not c.when]
+        for _ in range(10):  # a few sweeps of interval narrowing reach a fixed point for these small sets
+            for c in hard:
+                lhs, op, rhs = c.parts()
+                a, b = _interval(lhs, bounds), _interval(rhs, bounds)
+                if a is None or b is None or op in ("==", "!="):
+                    continue
+                if op in ("<=", "<"):  # a <= b: a.high <= b.high, b.low >= a.low
+                    a[1], b[0] = min(a[1], b[1]), max(b[0], a[0])
+                else:
+                    a[0], b[1] = max(a[0], b[0]), min(b[1], a[1])
+                if a[0] > a[1] or b[0] > b[1]:
+                    names = ", ".join(repr(x.require) for x in hard)
+                    raise SpecError(f"the {name} constraints contradict each other: no value meets all of {names}",
+                                    f"search_space{'.' + name if space.joint else ''}.constraints",
+                                    "drop or loosen one of them")
+
+
+def _interval(token: str, bounds: dict[str, list[float]]) -> list[float] | None:
+    try:
+        v = float(token)
+    except ValueError:
+        return bounds.get(token)
+    return [v, v]
+
+
 def preflight(study: Study, base_dir: Path, out: Path) -> Space:
+    check_space_files(study, base_dir)
     space = build_space(study, base_dir)
+    check_satisfiable(space)
     from tuner.load.workload import validate_workload
 
     validate_workload(study.workload, base_dir)
