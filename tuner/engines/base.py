@@ -67,8 +67,13 @@ class Engine(ABC):
         """The /metrics name prefix of this launch (the sim engine imitates vLLM or SGLang)."""
         return self.metrics_prefix
 
-    def server(self, args: Mapping[str, Any], launch: LaunchSpec) -> ServerProcess:
-        """The engine's server for one trial, as a context manager: `with engine.server(a, l) as srv:`."""
+    def server(
+        self, args: Mapping[str, Any], launch: LaunchSpec, *, port_socket: socket.socket | None = None
+    ) -> ServerProcess:
+        """The engine's server for one trial, as a context manager: `with engine.server(a, l) as srv:`.
+
+        port_socket (or launch.port_socket): the socket reserve_port returned; held until ready.
+        """
         from tuner.engines.process import ServerProcess
 
         settings = launch.settings
@@ -81,6 +86,6 @@ class Engine(ABC):
             ready_timeout_s=float(getattr(settings, "start_timeout_s", 120)),
             stop_timeout_s=float(getattr(settings, "stop_timeout_s", 30)),
             classify=self.classify,
-            port_socket=launch.port_socket,
+            port_socket=port_socket if port_socket is not None else launch.port_socket,
             gpu_ids=launch.gpu_ids,
         )
