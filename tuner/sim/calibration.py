@@ -1,7 +1,7 @@
 """Fitted efficiency factors and overheads (written by benchmarks/calibrate_sim.py; edit by re-fitting).
 
 Fitted on real vLLM 0.26.0 runs on one H200 (benchmarks/reference/h200-vllm-0.26.0, the configs
-named in FIT_SET of benchmarks/sim_fidelity.py); other GPUs reuse these factors (see docs/sim.md).
+named in FIT_SET of tuner/sim/reference.py); other GPUs reuse these factors (see docs/sim.md).
 """
 
 from __future__ import annotations
@@ -11,11 +11,13 @@ from tuner.sim.cost import Calibration
 FITTED = Calibration(
     e_lin=0.6,
     e_w=0.8,
-    e_attn=0.5,
+    e_attn=0.75,
     e_kv=0.7,
-    o_step_s=0.0015,
-    o_tok_s=0.0,
-    launch_per_layer_s=3e-05,
-    eager_mult=1.15,
-    frontend_s=0.002,
+    o_step_s=0.00122474,
+    o_tok_s=2.25e-08,
+    launch_per_layer_s=5.51135e-05,
+    eager_mult=1.02567,
+    frontend_s=0.0232184,
+    allreduce_lat_s=8e-06,
+    e_link=0.7,
 )

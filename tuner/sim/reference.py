@@ -1,0 +1,108 @@
+"""Real measurements the simulator is calibrated and checked against, and how to replay them.
+
+Each point is one `vllm bench serve` result file (benchmarks/reference/<set>/...json) with the
+engine arguments it ran with. `simulate` replays the same workload (fixed input/output lengths,
+all-at-once or Poisson arrivals) through SimulatedEngine and computes the same five figures.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tuner.records import Request, RequestRecord
+from tuner.sim.cost import Calibration
+from tuner.sim.engine import SimulatedEngine
+
+REF_ROOT = Path(__file__).resolve().parents[2] / "benchmarks" / "reference"
+METRICS = ("output_throughput", "p50_ttft_ms", "p99_ttft_ms", "p50_tpot_ms", "p99_tpot_ms")
+
+
+@dataclass(frozen=True)
+class RefPoint:
+    name: str
+    file: str  # relative to the set's folder
+    args: dict[str, Any] = field(default_factory=dict)
+    rate: float = 0.0  # 0 = all requests at once
+    prompts: int = 400
+    input_len: int = 2048
+    output_len: int = 512
+
+
+H200_VLLM_026 = "h200-vllm-0.26.0"
+_SAT = "bench_{}.json"
+H200_POINTS: tuple[RefPoint, ...] = (
+    RefPoint("default", _SAT.format("default")),
+    RefPoint("default_rerun", _SAT.format("default_rerun")),
+    RefPoint("default_rate4", _SAT.format("default_rate4"), rate=4.0),
+    RefPoint("eager", _SAT.format("eager"), {"enforce_eager": True}),
+    RefPoint("gmu095", _SAT.format("gmu095"), {"gpu_memory_utilization": 0.95}),
+    RefPoint("mns512_mbt16k", _SAT.format("mns512_mbt16k"), {"max_num_seqs": 512, "max_num_batched_tokens": 16384}),
+    RefPoint("mns64", _SAT.format("mns64"), {"max_num_seqs": 64}),
+    *(
+        RefPoint(f"{cfg}_r{rate}", f"rates/bench_{cfg}_r{rate}.json", args, float(rate), 200)
+        for cfg, args in (
+            ("default", {}),
+            ("mns64", {"max_num_seqs": 64}),
+            ("mns128_mbt4k", {"max_num_seqs": 128, "max_num_batched_tokens": 4096}),
+        )
+        for rate in ("4", "6", "7.5")
+    ),
+)
+
+
+# fitted on these (benchmarks/calibrate_sim.py); the others are held out (benchmarks/sim_fidelity.py)
+FIT_SET = ("default", "eager", "mns64", "default_r4", "default_r7.5", "mns64_r7.5")
+
+
+def measured(point: RefPoint, root: Path = REF_ROOT, set_name: str = H200_VLLM_026) -> dict[str, float]:
+    data = json.loads((root / set_name / point.file).read_text())
+    return {m: float(data[m]) for m in METRICS}
+
+
+def workload(point: RefPoint, seed: int) -> list[Request]:
+    """Fixed lengths, like vLLM's random dataset with range ratio 0; Poisson arrivals when rated."""
+    n = point.prompts
+    if point.rate > 0:
+        # like `vllm bench serve`: gamma(1) gaps, cumulated, rescaled so the last one lands at n / rate
+        rng = np.random.default_rng(seed)
+        t = np.cumsum(rng.exponential(1.0 / point.rate, n))
+        t *= (n / point.rate) / t[-1]
+    else:
+        t = np.zeros(n)
+    return [Request(i, float(t[i]), point.input_len, point.output_len) for i in range(n)]
+
+
+def figures(records: list[RequestRecord]) -> dict[str, float]:
+    """The figures `vllm bench serve` reports, from simulated records."""
+    ok = [r for r in records if r.ok]
+    if not ok:
+        return dict.fromkeys(METRICS, float("nan"))
+    ttft = np.array([r.ttft_s for r in ok]) * 1e3
+    tpot = np.array([r.tpot_s for r in ok if r.tpot_s is not None]) * 1e3
+    start = min(r.sent_s for r in records)
+    dur = max(r.done_s for r in ok) - start  # type: ignore[type-var]
+    return {
+        "output_throughput": sum(r.output_tokens for r in ok) / dur,
+        "p50_ttft_ms": float(np.percentile(ttft, 50)),
+        "p99_ttft_ms": float(np.percentile(ttft, 99)),
+        "p50_tpot_ms": float(np.percentile(tpot, 50)),
+        "p99_tpot_ms": float(np.percentile(tpot, 99)),
+    }
+
+
+def simulate(point: RefPoint, cal: Calibration | None = None, seeds: tuple[int, ...] = (0, 1, 2),
+             gpu: str = "H200", shape: str = "qwen3-8b", max_model_len: int = 40960) -> dict[str, float]:
+    """Simulated figures; Poisson points are the median over a few arrival seeds (one real run is one draw)."""
+    eng = SimulatedEngine(flavour="vllm", gpu=gpu, shape=shape, args=point.args, max_model_len=max_model_len,
+                          calibration=cal)
+    runs = [figures(eng.run(workload(point, s))) for s in (seeds if point.rate > 0 else seeds[:1])]
+    return {m: float(np.median([r[m] for r in runs])) for m in METRICS}
+
+
+def errors_pct(sim: dict[str, float], real: dict[str, float]) -> dict[str, float]:
+    return {m: abs(sim[m] - real[m]) / real[m] * 100.0 for m in METRICS}
