@@ -230,6 +230,15 @@ class Core:
             out += dec[s.dec_start:]
         return out
 
+    def abort(self, s: Seq) -> None:
+        """Drop a request (client went away): free its KV, never finish it."""
+        if s.state == WAITING:
+            if s in self.waiting:
+                self.waiting.remove(s)
+        elif s.state != DONE:
+            self._release(s)
+        s.state = DONE
+
     def kv_usage(self) -> float:
         return 1.0 - self.free / self.total_blocks if self.total_blocks else 0.0
 

@@ -42,6 +42,11 @@ class SGLangScheduler(Core):
         self.chunked_seq: Seq | None = None
         self.rng = random.Random(0)
 
+    def abort(self, s: Seq) -> None:
+        if self.chunked_seq is s:
+            self.chunked_seq = None
+        super().abort(s)
+
     def _order_waiting(self) -> None:
         if self.policy == "fcfs" or len(self.waiting) < 2:
             return
