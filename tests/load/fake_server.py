@@ -84,7 +84,7 @@ class FakeEngine:
         rid = request.headers.get("X-Request-Id", str(self.count))
         prompt = body["messages"][-1]["content"] if chat else body["prompt"]
         n_prompt = len(prompt) if isinstance(prompt, list) else len(prompt.split())
-        self.log.append({"rid": rid, "prompt_tokens": n_prompt, "max_tokens": body.get("max_tokens"),
+        self.log.append({"rid": rid, "arrived": arrived, "prompt_tokens": n_prompt, "max_tokens": body.get("max_tokens"),
                          "ignore_eos": body.get("ignore_eos"), "stream": body.get("stream"),
                          "include_usage": (body.get("stream_options") or {}).get("include_usage"),
                          "head": prompt[:16] if isinstance(prompt, list) else prompt.split()[:16]})
@@ -170,6 +170,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--fail-every", type=int, default=0)
     p.add_argument("--drop-after", type=int, default=0)
     p.add_argument("--cpu", type=int, default=-1)
+    p.add_argument("--realtime", action="store_true", help="SCHED_FIFO where permitted (timing tests)")
     return p.parse_args(argv)
 
 
@@ -177,6 +178,11 @@ if __name__ == "__main__":
     ns = parse(sys.argv[1:])
     if ns.cpu >= 0 and hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {ns.cpu})
+    if ns.realtime:
+        try:
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(5))  # this thread and those it starts
+        except (AttributeError, PermissionError, OSError):
+            pass
     try:
         import uvloop
 

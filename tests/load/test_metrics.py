@@ -1,0 +1,72 @@
+"""Metric definitions on hand-made records whose values are known exactly."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from tuner.load.metrics import summarize
+from tuner.records import RequestRecord
+from tuner.sla import parse_sla
+
+
+def rec(i: int, sent: float, ttft: float, itl: float, n: int, cls: str = "a", **kw: object) -> RequestRecord:
+    times = [sent + ttft + k * itl for k in range(n)]
+    return RequestRecord(id=i, cls=cls, input_len=100, output_len=n, sent_s=sent, first_token_s=times[0],
+                         done_s=times[-1], token_times=times, output_tokens=n, **kw)  # type: ignore[arg-type]
+
+
+def test_definitions() -> None:
+    records = [rec(i, sent=i * 0.1, ttft=0.05 + 0.01 * i, itl=0.002 * (i + 1), n=5) for i in range(10)]
+    s = summarize(records)
+    ttft = np.array([0.05 + 0.01 * i for i in range(10)]) * 1e3
+    assert s["ttft_ms.mean"] == pytest.approx(ttft.mean())
+    assert s["ttft_ms.std"] == pytest.approx(ttft.std())
+    assert s["ttft_ms.p99"] == pytest.approx(np.percentile(ttft, 99))
+    assert s["ttft_ms.p99.9"] == pytest.approx(np.percentile(ttft, 99.9))
+    assert s["ttft_ms.max"] == pytest.approx(140.0)
+    # TPOT = (E2E - TTFT) / (n - 1) = itl here; ITL pools every gap (4 per request)
+    tpot = np.array([0.002 * (i + 1) for i in range(10)]) * 1e3
+    assert s["tpot_ms.p50"] == pytest.approx(np.percentile(tpot, 50))
+    assert s["itl_ms.mean"] == pytest.approx(tpot.mean())
+    assert s["e2e_ms.max"] == pytest.approx(140 + 4 * 20)
+    assert s["jitter.ttft"] == pytest.approx(ttft.std() / ttft.mean())
+    duration = records[-1].done_s - 0.0  # type: ignore[operator]
+    assert s["duration_s"] == pytest.approx(duration)
+    assert s["requests_per_s"] == pytest.approx(10 / duration)
+    assert s["output_tokens_per_s"] == pytest.approx(50 / duration)
+    assert s["total_tokens_per_s"] == pytest.approx(1050 / duration)
+    assert s["completed"] == 10 and s["failed"] == 0 and s["error_rate"] == 0
+
+
+def test_goodput_errors_warmup_and_classes() -> None:
+    good = [rec(i, 0.0, ttft=0.1, itl=0.01, n=11, cls="fast") for i in range(6)]
+    slow = [rec(10 + i, 0.0, ttft=0.9, itl=0.01, n=11, cls="slow") for i in range(3)]
+    failed = RequestRecord(id=20, cls="slow", input_len=5, output_len=5, sent_s=0.0, error="http 500: x")
+    warm = rec(30, 0.0, ttft=50.0, itl=1.0, n=3, warmup=True)
+    s = summarize([*good, *slow, failed, warm], sla=parse_sla("p99_ttft_ms<=500"), duration_s=2.0)
+    assert s["completed"] == 9 and s["failed"] == 1 and s["error_rate"] == pytest.approx(0.1)
+    assert s["goodput_rps"] == pytest.approx(6 / 2.0)
+    assert s["requests_per_s"] == pytest.approx(9 / 2.0)
+    assert s["ttft_ms.max"] == pytest.approx(900)  # the warm-up request's 50 s is excluded
+    assert s["class.fast.completed"] == 6 and s["class.slow.failed"] == 1
+    assert s["class.slow.ttft_ms.p50"] == pytest.approx(900)
+    assert s["class.fast.goodput_rps"] == pytest.approx(3.0)
+
+
+def test_abnormal_class_is_counted_separately() -> None:
+    normal = [rec(i, 0.0, 0.1, 0.01, 4) for i in range(9)]
+    bad = RequestRecord(id=9, cls="abnormal", input_len=20000, output_len=128, sent_s=0.0, error="http 400: too long")
+    s = summarize([*normal, bad])
+    assert s["error_rate"] == 0 and s["completed"] == 9
+    assert s["class.abnormal.failed"] == 1 and s["class.abnormal.error_rate"] == 1
+
+
+def test_empty_and_single_token() -> None:
+    s = summarize([])
+    assert math.isnan(s["ttft_ms.p99"]) and s["completed"] == 0 and s["error_rate"] == 0
+    one = rec(0, 0.0, 0.1, 0.0, 1)
+    s = summarize([one])
+    assert math.isnan(s["tpot_ms.mean"]) and math.isnan(s["itl_ms.p50"]) and s["ttft_ms.p50"] == pytest.approx(100)
