@@ -55,7 +55,7 @@ class ConfigRegistry:
             return None
 
     def get(self, name: str, version: str) -> ModelVersion:
-        return self.client.get_model_version(name, version)
+        return self.client.get_model_version(name, str(version))
 
     def find(self, name: str, tag: str, value: str) -> ModelVersion | None:
         """Newest version of `name` carrying tag=value (e.g. the one promoted from a study run)."""
@@ -68,11 +68,11 @@ class ConfigRegistry:
     def move_staging(self, name: str, version: str) -> str | None:
         """Point `staging` at `version`; the version it replaced gets `previous-staging`. Returns that one."""
         current = self.version(name, STAGING)
-        replaced = None if current is None or current.version == version else str(current.version)
+        replaced = None if current is None or str(current.version) == str(version) else str(current.version)
         if replaced is not None:
             self.client.set_registered_model_alias(name, PREVIOUS, replaced)
-            self.client.set_model_version_tag(name, version, REPLACED_TAG, replaced)
-        self.client.set_registered_model_alias(name, STAGING, version)
+            self.client.set_model_version_tag(name, str(version), REPLACED_TAG, replaced)
+        self.client.set_registered_model_alias(name, STAGING, str(version))
         return replaced
 
     def rollback_target(self, name: str) -> tuple[ModelVersion, ModelVersion]:
@@ -88,13 +88,13 @@ class ConfigRegistry:
 
     def rolled_back(self, name: str, current: ModelVersion, previous: ModelVersion) -> None:
         """After redeploying `previous`: move the aliases one step back and mark `current` rolled back."""
-        self.client.set_registered_model_alias(name, STAGING, previous.version)
+        self.client.set_registered_model_alias(name, STAGING, str(previous.version))
         before = previous.tags.get(REPLACED_TAG)
         if before and before != str(previous.version):
             self.client.set_registered_model_alias(name, PREVIOUS, before)
         else:
             self.client.delete_registered_model_alias(name, PREVIOUS)
-        self.client.set_model_version_tag(name, current.version, "servetune.rolled_back", "true")
+        self.client.set_model_version_tag(name, str(current.version), "servetune.rolled_back", "true")
 
     def download(self, version: ModelVersion, dst: Path | None = None) -> Path:
         """The version's promotion folder (promoted.yaml, promotion.json) on local disk."""

@@ -1,0 +1,50 @@
+"""Hand-built studies and trials for promotion tests (the sim engine, vLLM-flavour args)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tuner.outcome import TrialOutcome
+from tuner.spec.study import Study
+from tuner.trial_result import TrialResult
+
+SLA = ["p99_ttft_ms <= 500", "p99_e2e_ms <= 20000"]
+
+
+def make_study(name: str = "promo", **changes: Any) -> Study:
+    data: dict[str, Any] = {
+        "name": name,
+        "engine": "sim",
+        "sim": {"flavour": "vllm", "gpu": "H200", "mode": "server", "time_scale": 50.0},
+        "model": {"name": "Qwen/Qwen3-8B", "served_name": "qwen3-8b", "max_model_len": 8192},
+        "workload": {"profile": "dynamic"},
+        "sla": SLA,
+        "promotion": {"confirm_runs": 2, "top_k": 2},
+        "resources": {"cpus_per_trial": 0.25},
+    }
+    data.update(changes)
+    return Study.model_validate(data)
+
+
+def make_trial(number: int, objective: float | None, ttft_p99: float, *, max_num_seqs: int = 64,
+               outcome: TrialOutcome = TrialOutcome.OK, capacity: float | None = 8.0, seed: int = 0,
+               run_id: str | None = None, e2e_p99: float = 9000.0) -> TrialResult:
+    ok = outcome == TrialOutcome.OK
+    metrics = {"output_tokens_per_s": objective, "ttft_ms.p99": ttft_p99, "e2e_ms.p99": e2e_p99,
+               "e2e_ms.mean": 4000.0, "error_rate": 0.0} if objective is not None else {}
+    return TrialResult(
+        trial_id=f"t{number:03d}", number=number, engine="sim",
+        params={"max_num_seqs": max_num_seqs}, args={"max_num_seqs": max_num_seqs, "block_size": 16},
+        outcome=outcome, reason="" if ok else "engine said no", capacity=capacity if ok else None,
+        objective=objective if ok else None, metrics=metrics if ok or outcome.ran else {},
+        seed=seed, mlflow_run_id=run_id,
+    )
+
+
+def rerun(trial: TrialResult, seed: int, objective: float | None, *, ttft_p99: float | None = None,
+          outcome: TrialOutcome = TrialOutcome.OK) -> TrialResult:
+    """What a confirmation run returns: the same args, another seed, its own measurements."""
+    again = make_trial(trial.number, objective, ttft_p99 if ttft_p99 is not None else trial.metrics["ttft_ms.p99"],
+                       max_num_seqs=trial.args["max_num_seqs"], outcome=outcome, seed=seed,
+                       capacity=(trial.capacity or 1.0) * 0.9)
+    return again

@@ -1,0 +1,98 @@
+"""Selection: Pareto front, SLA filter, confirmation re-runs judged by their worst case."""
+
+from __future__ import annotations
+
+import pytest
+from promote_factory import make_study, make_trial, rerun
+
+from tuner.outcome import TrialOutcome
+from tuner.promote import pareto_front
+from tuner.promote.select import confirmation_seeds, select
+
+
+def test_pareto_front_keeps_only_non_dominated_trials_best_objective_first() -> None:
+    a = make_trial(0, 1000, 300)  # fast but low throughput
+    b = make_trial(1, 2000, 400)  # more throughput, more latency: on the front
+    c = make_trial(2, 1500, 450)  # dominated by b (less throughput, more latency)
+    d = make_trial(3, 2000, 350)  # dominates b
+    e = make_trial(4, None, 100, outcome=TrialOutcome.OOM)
+    front = pareto_front([a, b, c, d, e], "output_tokens_per_s", "ttft_ms.p99")
+    assert [t.trial_id for t in front] == ["t003", "t000"]
+
+
+def test_sla_violating_and_failed_trials_are_never_candidates() -> None:
+    study = make_study()
+    over_sla = make_trial(0, 9000, 800)  # highest objective, but p99 TTFT 800 > 500
+    crashed = make_trial(1, None, 0, outcome=TrialOutcome.CRASHED)
+    fine = make_trial(2, 1000, 200)
+    sel = select(study, [over_sla, crashed, fine], confirm=None)
+    assert sel.winner is not None and sel.winner.trial.trial_id == "t002"
+    assert "not confirmed" in sel.reason
+
+
+def test_nothing_promoted_says_why() -> None:
+    study = make_study()
+    sel = select(study, [make_trial(0, None, 0, outcome=TrialOutcome.OOM),
+                         make_trial(1, None, 0, outcome=TrialOutcome.START_FAILED)], confirm=None)
+    assert sel.winner is None
+    assert "nothing promoted" in sel.reason and "oom" in sel.reason and "start_failed" in sel.reason
+    sel = select(study, [make_trial(0, 5000, 900)], confirm=None)  # "ok" but metrics break the SLA
+    assert sel.winner is None and "violate the SLA" in sel.reason
+
+
+def test_worst_case_over_confirmations_picks_the_robust_candidate() -> None:
+    study = make_study()
+    lucky = make_trial(0, 3000, 300, max_num_seqs=256)
+    steady = make_trial(1, 2500, 250, max_num_seqs=64)
+    seen: list[tuple[str, int]] = []
+
+    def confirm(trial, seed):
+        seen.append((trial.trial_id, seed))
+        return rerun(trial, seed, 1800 if trial.trial_id == "t000" else 2400)
+
+    sel = select(study, [lucky, steady], confirm)
+    assert sel.winner is not None and sel.winner.trial.trial_id == "t001"
+    assert sel.winner.worst_objective == pytest.approx(2400)
+    assert len(sel.winner.runs) == study.promotion.confirm_runs
+    seeds = confirmation_seeds(study, study.promotion.confirm_runs)
+    assert seen == [(t, s) for t in ("t000", "t001") for s in seeds]  # same seeds for every candidate
+    assert study.seed not in seeds
+
+
+def test_a_candidate_failing_a_confirmation_is_dropped() -> None:
+    study = make_study()
+    best = make_trial(0, 3000, 300)
+    second = make_trial(1, 2000, 200)
+
+    def confirm(trial, seed):
+        if trial.trial_id == "t000":
+            return rerun(trial, seed, 3100, ttft_p99=700)  # misses the SLA on another seed
+        return rerun(trial, seed, 1900)
+
+    sel = select(study, [best, second], confirm)
+    assert sel.winner is not None and sel.winner.trial.trial_id == "t001"
+    dropped = next(c for c in sel.candidates if c.trial.trial_id == "t000")
+    assert "SLA violated" in dropped.dropped and "p99_ttft_ms" in dropped.dropped
+
+
+def test_all_candidates_failing_confirmation_promotes_nothing() -> None:
+    study = make_study()
+
+    def confirm(trial, seed):
+        if seed == confirmation_seeds(study, 2)[1]:
+            return rerun(trial, seed, None, outcome=TrialOutcome.OOM)
+        return rerun(trial, seed, 1000)
+
+    sel = select(study, [make_trial(0, 3000, 300), make_trial(1, 2000, 200)], confirm)
+    assert sel.winner is None
+    assert "every candidate failed confirmation" in sel.reason and "oom" in sel.reason
+
+
+def test_a_confirmation_that_raises_drops_the_candidate() -> None:
+    study = make_study(promotion={"confirm_runs": 1, "top_k": 1})
+
+    def confirm(trial, seed):
+        raise RuntimeError("engine would not start")
+
+    sel = select(study, [make_trial(0, 3000, 300)], confirm)
+    assert sel.winner is None and "engine would not start" in sel.reason
