@@ -70,6 +70,7 @@ class Core:
         self.preemptions = 0
         self.prompt_tokens = 0
         self.steps = 0
+        self.macro = True  # closed-form decode runs; False = one step at a time (same results, slower)
 
     # ---- sequence transitions -------------------------------------------------------------
     def _enter_decode(self, s: Seq) -> None:

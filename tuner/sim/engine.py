@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections import deque
 from collections.abc import Mapping, Sequence
@@ -52,6 +53,7 @@ class SimulatedEngine:
             eager = False
         self.cfg = cfg
         self.plan = plan
+        self.macro_steps = True  # False: step by step (for checking the closed-form decode runs)
         self.kv_capacity_tokens: int = plan.kv_tokens
         self.cost = StepCost(self.shape, self.gpu, self.cal, self.tp, nbytes, eager)
         block = cfg["block_size"] if flavour == "vllm" else cfg["page_size"]
@@ -75,9 +77,13 @@ class SimulatedEngine:
 
     def new_scheduler(self) -> Core:
         """A fresh engine state (empty KV cache, no requests)."""
+        sched: Core
         if self.flavour == "vllm":
-            return VLLMScheduler(self.cost, self.cfg, self.kv_capacity_tokens, self.cal.frontend_s)
-        return SGLangScheduler(self.cost, self.cfg, self.kv_capacity_tokens, self.cal.frontend_s)
+            sched = VLLMScheduler(self.cost, self.cfg, self.kv_capacity_tokens, self.cal.frontend_s)
+        else:
+            sched = SGLangScheduler(self.cost, self.cfg, self.kv_capacity_tokens, self.cal.frontend_s)
+        sched.macro = self.macro_steps
+        return sched
 
     def too_long(self, input_len: int, output_len: int) -> bool:
         return input_len + output_len > self.max_model_len or input_len < 1
@@ -93,53 +99,43 @@ class SimulatedEngine:
         errors: dict[int, str] = {}
         t_stop = math.inf if max_sim_time_s is None else float(max_sim_time_s)
         closed = concurrency is not None
+        backlog: deque[int] = deque()
+        pending: list[tuple[float, int]] = []  # (send time, request index), a heap
         if closed:
             if concurrency < 1:
                 raise ValueError(f"concurrency must be >= 1, got {concurrency}")
-            queue = deque(range(n))
-            order: list[int] = []
+            backlog.extend(range(n))
+            for _ in range(min(concurrency, n)):
+                pending.append((0.0, backlog.popleft()))
         else:
-            queue = deque()
-            order = sorted(range(n), key=lambda i: requests[i].arrival_s)
-        p = 0
-        in_flight = 0
+            pending = [(s.arrival, i) for i, s in enumerate(seqs)]
+            heapq.heapify(pending)
         waiting = sched.waiting
         while True:
             now = sched.now
-            if closed:
-                while queue and in_flight < concurrency:
-                    i = queue.popleft()
-                    s = seqs[i]
-                    s.arrival = now
-                    sent[i] = True
-                    if self.too_long(s.inp, s.out):
-                        errors[i] = TOO_LONG
-                    else:
-                        waiting.append(s)
-                        in_flight += 1
-                next_arr = math.inf
-            else:
-                while p < n and seqs[order[p]].arrival <= now:
-                    i = order[p]
-                    p += 1
-                    sent[i] = True
-                    s = seqs[i]
-                    if self.too_long(s.inp, s.out):
-                        errors[i] = TOO_LONG
-                    else:
-                        waiting.append(s)
-                next_arr = seqs[order[p]].arrival if p < n else math.inf
+            while pending and pending[0][0] <= now:
+                t_send, i = heapq.heappop(pending)
+                s = seqs[i]
+                s.arrival = t_send
+                sent[i] = True
+                if self.too_long(s.inp, s.out):
+                    errors[i] = TOO_LONG
+                    if backlog:  # the client hears the 400 at once and sends its next request
+                        heapq.heappush(pending, (t_send, backlog.popleft()))
+                else:
+                    waiting.append(s)
+            next_arr = pending[0][0] if pending else math.inf
             if sched.now >= t_stop:
                 break
             progressed = sched.advance(min(next_arr, t_stop))
             if sched.finished:
-                in_flight -= len(sched.finished)
+                for s in sched.finished:
+                    if backlog:  # closed loop: the next request goes out when this one's last token arrives
+                        heapq.heappush(pending, (s.done, backlog.popleft()))  # type: ignore[arg-type]
                 sched.finished.clear()
             if not progressed:
-                if next_arr < math.inf and next_arr < t_stop:
-                    sched.now = max(sched.now, next_arr)
-                    continue
-                if closed and queue and in_flight < concurrency:
+                if pending and pending[0][0] < t_stop:
+                    sched.now = max(sched.now, pending[0][0])
                     continue
                 break
         return [self._record(sched, requests[i], seqs[i], sent[i], errors.get(i), t_stop) for i in range(n)]

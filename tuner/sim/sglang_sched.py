@@ -124,12 +124,12 @@ class SGLangScheduler(Core):
             if batch:
                 self._run_prefill(batch)
                 return True
-        if self.n_dec and self.chunked_seq is None and not self.prefilling:
+        if self.macro and self.n_dec and self.chunked_seq is None and not self.prefilling:
             j = len(self.dec_times)
             k = min(self._clean_heap() - j, self._kv_steps(1 << 30))
             if self.waiting:
                 if len(self.running) < self.max_running:
-                    k = min(k, 8)  # the admission estimate moves every step: re-check often
+                    k = self._steps_until_admit(k)
                 t_event = math.inf
             if k >= 2:
                 self._decode_run(k, t_event)
@@ -139,6 +139,24 @@ class SGLangScheduler(Core):
             return False
         self._decode_step()
         return True
+
+    def _steps_until_admit(self, limit: int) -> int:
+        """Decode steps until the waiting head passes the admission estimate (which moves every step)."""
+        s = self.waiting[0]
+        self._apply_prefix_hit(s)
+        page, n, cnt = self.bs, self.n_dec, self.cnt
+        rem = s.target - s.L
+        c = min(rem, self.chunk)
+        nb = -(-(s.L + c) // page) - s.blocks
+        out_left = min(s.out - s.gen, CLIP_MAX_NEW_TOKENS)
+        j = len(self.dec_times)
+        free = self.free
+        for k in range(1, limit + 1):
+            free -= cnt[(j + k - 1) % page]
+            r = max(self.min_ratio, self.ratio - self.decay * k)
+            if rem + out_left * r <= free * page - (self.sum_rem - n * k) * r and nb <= free:
+                return k
+        return limit
 
     def step(self) -> bool:
         if self.waiting or self.chunked_seq is not None:

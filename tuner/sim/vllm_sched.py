@@ -44,7 +44,7 @@ class VLLMScheduler(Core):
 
     def advance(self, t_event: float) -> bool:
         """Run one step, or many decode-only steps up to the next event. False when idle."""
-        if self.n_dec and not self.prefilling and self._head_blocked():
+        if self.macro and self.n_dec and not self.prefilling and self._head_blocked():
             j = len(self.dec_times)
             k = min(self._clean_heap() - j, self._kv_steps(1 << 30))
             if k >= 2:
