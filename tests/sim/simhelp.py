@@ -8,9 +8,10 @@ from tuner.records import Request, RequestRecord
 from tuner.sim import SimulatedEngine
 
 
-def engine(flavour: str = "vllm", mml: int = 16384, gpu: str = "H200", shape: str = "qwen3-8b",
+def engine(flavour: str = "vllm", mml: int = 16384, gpu: str = "H200", shape: str = "qwen3-8b", tp: int = 1,
            **args: object) -> SimulatedEngine:
-    return SimulatedEngine(flavour=flavour, gpu=gpu, shape=shape, args=args, max_model_len=mml)
+    return SimulatedEngine(flavour=flavour, gpu=gpu, shape=shape, args=args, max_model_len=mml,
+                           tensor_parallel_size=tp)
 
 
 def poisson(n: int, rate: float, inp: int | tuple[int, int] = 2048, out: int | tuple[int, int] = 512,
