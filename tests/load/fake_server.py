@@ -98,6 +98,8 @@ class FakeEngine:
         self.running += 1
         try:
             return await self._stream(request, rid, chat, int(body.get("max_tokens") or 16), n_prompt, arrived)
+        except ConnectionResetError:  # the client went away (cancelled or timed out): nothing to send
+            return web.Response(status=499)
         finally:
             self.running -= 1
             if self.slots is not None:

@@ -1,0 +1,74 @@
+"""`python -m tuner.bench` as a user runs it: a real process against a real streaming server."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+
+
+def bench(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "tuner.bench", *args], capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).parents[2])
+
+
+def test_output_folder_and_table(fake_server: Callable[..., Any], tmp_path: Path) -> None:
+    srv = fake_server("--ttft-ms", "5", "--itl-ms", "2")
+    out = tmp_path / "run"
+    p = bench("--url", srv.url, "--model", "fake", "--workload", "dynamic", "--rate", "40", "--requests", "60",
+              "--max-model-len", "2048", "--sla", "p99_ttft_ms<=5000,p99_e2e_ms<=60000", "--output", str(out),
+              "--warmup", "3", "--no-progress")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "TTFT p99" in p.stdout and "met" in p.stdout
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["completed"] == 60 and summary["failed"] == 0
+    for key in ("ttft_ms.p99", "tpot_ms.p50", "itl_ms.p99.9", "e2e_ms.max", "jitter.ttft", "goodput_rps",
+                "output_tokens_per_s", "class.education.ttft_ms.p99"):
+        assert key in summary, key
+    assert summary["ttft_ms.p50"] >= 5.0 and summary["goodput_rps"] == summary["requests_per_s"]
+    table = pq.read_table(out / "records.parquet")
+    assert table.num_rows == 63 and sum(table.column("warmup").to_pylist()) == 3
+    assert json.loads((out / "run.json").read_text())["load"] == 40
+    assert any(p["kind"] == "metrics" for p in json.loads((out / "probes.json").read_text()))
+
+
+def test_concurrency_steps_from_a_workload_file(fake_server: Callable[..., Any], tmp_path: Path) -> None:
+    srv = fake_server("--ttft-ms", "2", "--itl-ms", "1")
+    wl = tmp_path / "wl.yaml"
+    wl.write_text("workload:\n  classes:\n    - name: short\n      weight: 1\n"
+                  "      input: {dist: uniform, low: 10, high: 40}\n      output: {dist: fixed, value: 8}\n"
+                  "  warmup_requests: 0\n")
+    p = bench("--url", srv.url, "--model", "fake", "--workload", str(wl), "--concurrency", "1,4",
+              "--requests", "20", "--output", str(tmp_path / "o"), "--no-progress")
+    assert p.returncode == 0, p.stdout + p.stderr
+    points = json.loads((tmp_path / "o" / "summary.json").read_text())["points"]
+    assert [pt["load"] for pt in points] == [1, 4] and all(pt["completed"] == 20 for pt in points)
+    assert (tmp_path / "o" / "concurrency_4" / "records.parquet").exists()
+
+
+def test_bad_input_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tuner.bench import main
+
+    for args, needle in [
+        (["--workload", "nope"], "unknown workload"),
+        (["--workload", "dynamic", "--rate", "x"], "cannot read"),
+        (["--workload", "dynamic"], "no load given"),
+        (["--workload", "static", "--sla", "p99_foo<=3"], "unknown SLA term"),
+        (["--workload", str(tmp_path / "missing.yaml")], "file not found"),
+        (["--workload", "static", "--capacity"], "needs an SLA"),
+    ]:
+        code = main(["--url", "http://127.0.0.1:9", "--model", "m", *args])
+        text = capsys.readouterr().out
+        assert code == 2 and needle in " ".join(text.split()), (args, text)
+
+
+def test_every_request_failing_exits_1(tmp_path: Path) -> None:
+    p = bench("--url", "http://127.0.0.1:9", "--model", "m", "--workload", "static", "--concurrency", "2",
+              "--requests", "3", "--warmup", "0", "--no-progress")
+    assert p.returncode == 1 and "0 ok, 3 failed" in p.stdout

@@ -1,0 +1,227 @@
+"""`python -m tuner.bench`: benchmark any running OpenAI-compatible endpoint with servetune's load code.
+
+    python -m tuner.bench --url http://127.0.0.1:8000 --model NAME --workload dynamic --rate 4 \
+        --duration 60 --sla "p99_ttft_ms<=500,p99_e2e_ms<=8000" --output runs/bench1
+
+`--workload` is a profile (static, dynamic, mixed) or a YAML file with a workload (classes or a
+trace). `--rate` and `--concurrency` take one value or a comma list (a step test); with neither,
+the static profile steps concurrency 8,16,32,64 and a trace replays at its own pace. `--capacity`
+runs the trials' capacity search instead. Exit status: 0 done, 2 bad input, 1 every request failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from tuner.errors import SpecError
+from tuner.load import output
+from tuner.load.capacity import LoadPoint, find_capacity, point_violation
+from tuner.load.metrics import summarize
+from tuner.load.records_io import RecordWriter
+from tuner.load.target import HttpTarget
+from tuner.load.workload import DEFAULT_CONCURRENCY, generate, native_rate, validate_workload
+from tuner.sla import SLATerm, parse_sla
+from tuner.spec.load import load_yaml, validate
+from tuner.spec.study import CapacitySettings
+from tuner.spec.workload import Workload
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m tuner.bench", description=__doc__.splitlines()[0])
+    p.add_argument("--url", required=True, help="server root, e.g. http://127.0.0.1:8000")
+    p.add_argument("--model", required=True, help="model name the server serves")
+    p.add_argument("--workload", default="dynamic", help="static | dynamic | mixed | path to a workload YAML")
+    load = p.add_mutually_exclusive_group()
+    load.add_argument("--rate", help="req/s of the arrival process; a comma list steps through loads")
+    load.add_argument("--concurrency", help="closed-loop concurrency; a comma list steps through loads")
+    p.add_argument("--max-concurrency", type=int, default=None, help="cap in-flight requests of a rate run")
+    size = p.add_mutually_exclusive_group()
+    size.add_argument("--duration", type=float, help="seconds of sending per load")
+    size.add_argument("--requests", type=int, help="measured requests per load (default 200)")
+    p.add_argument("--sla", default="", help='e.g. "p99_ttft_ms<=500,p99_e2e_ms<=8000"')
+    p.add_argument("--output", type=Path, help="folder for records.parquet, summary.json, probes.json")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--api", choices=["completions", "chat"], default="completions")
+    p.add_argument("--prompt", choices=["words", "token_ids", "tokenizer"], default=None,
+                   help="how prompts of exact length are made (default: the workload's, else words)")
+    p.add_argument("--tokenizer", help="tokenizer for --prompt tokenizer")
+    p.add_argument("--warmup", type=int, default=None, help="warm-up requests (default: the workload's, 8)")
+    p.add_argument("--arrivals", choices=["poisson", "gamma", "constant"], default=None)
+    p.add_argument("--burstiness", type=float, default=None, help="gamma shape (1 = Poisson, < 1 burstier)")
+    p.add_argument("--max-model-len", type=int, default=None, help="cut inputs so input + output fits")
+    p.add_argument("--timeout", type=float, default=300.0, help="per-request timeout, seconds")
+    p.add_argument("--metrics-prefix", default="vllm:", help="vllm: or sglang: (/metrics names)")
+    p.add_argument("--no-progress", action="store_true")
+    cap = p.add_argument_group("capacity search (--capacity)")
+    cap.add_argument("--capacity", action="store_true", help="find the highest load meeting --sla")
+    cap.add_argument("--mode", choices=["rate", "concurrency"], default="rate")
+    cap.add_argument("--low", type=float, default=0.5)
+    cap.add_argument("--high", type=float, default=64.0)
+    cap.add_argument("--tolerance", type=float, default=0.05)
+    cap.add_argument("--max-points", type=int, default=8)
+    return p
+
+
+def load_workload(arg: str, args: argparse.Namespace) -> tuple[Workload, Path | None]:
+    path = Path(arg)
+    if arg in ("static", "dynamic", "mixed"):
+        data: dict[str, Any] = {"profile": arg}
+        base = None
+    elif path.suffix.lower() in (".yaml", ".yml") or path.exists():
+        raw = load_yaml(path)
+        data = raw.get("workload", raw) if isinstance(raw, dict) else raw
+        base = path.parent
+    else:
+        raise SpecError(f"unknown workload {arg!r}", "--workload", "use static, dynamic, mixed or a workload YAML file")
+    if isinstance(data, dict):
+        data = dict(data)
+        if args.warmup is not None:
+            data["warmup_requests"] = args.warmup
+        if args.prompt is not None:
+            data["prompt"] = args.prompt
+        if args.arrivals or args.burstiness:
+            arr = dict(data.get("arrivals") or {})
+            arr.update({k: v for k, v in (("process", args.arrivals), ("burstiness", args.burstiness)) if v})
+            data["arrivals"] = arr
+    workload = validate(Workload, data, str(path) if base else "--workload")
+    validate_workload(workload, base)
+    return workload, base
+
+
+def parse_loads(text: str | None, flag: str, integer: bool) -> list[float]:
+    if text is None:
+        return []
+    try:
+        values = [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise SpecError(f"cannot read {text!r} as numbers", flag, "give a number or a comma list, e.g. 8,16,32") from None
+    if not values or any(v <= 0 or (integer and v != int(v)) for v in values):
+        kind = "whole numbers > 0" if integer else "numbers > 0"
+        raise SpecError(f"{flag} needs {kind}, got {text!r}", flag, f"give {kind}")
+    return values
+
+
+def plan(args: argparse.Namespace, workload: Workload, base: Path | None) -> tuple[str, list[float]]:
+    """Which loads to run: ('rate' | 'concurrency', values)."""
+    rates = parse_loads(args.rate, "--rate", False)
+    conc = parse_loads(args.concurrency, "--concurrency", True)
+    if rates:
+        return "rate", rates
+    if conc:
+        return "concurrency", conc
+    if workload.profile in DEFAULT_CONCURRENCY:
+        return "concurrency", [float(c) for c in DEFAULT_CONCURRENCY[workload.profile]]
+    trace_rate = native_rate(workload, base)
+    if trace_rate is not None and math.isfinite(trace_rate):
+        return "rate", [trace_rate]
+    raise SpecError("no load given", "--rate/--concurrency", "give --rate R or --concurrency C (or --capacity)")
+
+
+def run_load(target: HttpTarget, workload: Workload, base: Path | None, mode: str, load: float,
+             args: argparse.Namespace, sla: Sequence[SLATerm], folder: Path | None) -> dict[str, float]:
+    rate = load if mode == "rate" else None
+    concurrency = int(load) if mode == "concurrency" else args.max_concurrency
+    n = args.requests or 200
+    send_until = None
+    if args.duration:
+        if mode == "rate":
+            n = max(1, math.ceil(load * args.duration))
+        else:
+            n, send_until = max(1000, int(load * args.duration * 20)), args.duration
+    requests = generate(workload, n=n, rate=rate, seed=args.seed, max_model_len=args.max_model_len, base_dir=base)
+    writer = RecordWriter(folder / "records.parquet") if folder else None
+    try:
+        records = target.run(requests, concurrency=concurrency, sink=writer.write if writer else None,
+                             send_until_s=send_until, progress=not args.no_progress)
+    finally:
+        if writer:
+            writer.close()
+    summary = summarize(records, sla=sla)
+    if folder:
+        output.write_json(folder / "summary.json", summary)
+        output.write_json(folder / "probes.json", target.last_probes)
+        output.write_json(folder / "run.json", {
+            "url": args.url, "model": args.model, "workload": workload.model_dump(mode="json"), "mode": mode,
+            "load": load, "requests": n, "seed": args.seed, "sla": [str(t) for t in sla], "api": args.api,
+        })
+    return summary
+
+
+def verdict(sla: Sequence[SLATerm], summary: dict[str, float]) -> str:
+    if not sla:
+        return ""
+    v = point_violation(sla, summary)
+    return "[green]met[/]" if v <= 0 else f"[red]missed ({v:+.0%})[/]"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    console = Console(width=None if sys.stdout.isatty() else 160)
+    try:
+        sla = parse_sla(args.sla, "--sla") if args.sla else []
+        workload, base = load_workload(args.workload, args)
+        target = HttpTarget(args.url, args.model, api=args.api, prompt_mode=workload.prompt,
+                            tokenizer=args.tokenizer, timeout_s=args.timeout, metrics_prefix=args.metrics_prefix)
+        if args.capacity:
+            return capacity(args, target, workload, base, sla, console)
+        mode, loads = plan(args, workload, base)
+    except SpecError as exc:
+        console.print(f"[red]error:[/] {exc}")
+        return 2
+    rows = []
+    summaries = []
+    for load in loads:
+        folder = None
+        if args.output:
+            folder = args.output if len(loads) == 1 else args.output / f"{mode}_{load:g}"
+        summary = run_load(target, workload, base, mode, load, args, sla, folder)
+        summaries.append({"mode": mode, "load": load, **summary})
+        rows.append((f"{mode} {load:g}", summary, verdict(sla, summary)))
+        console.print(f"{mode} {load:g}: {summary['completed']:.0f} ok, {summary['failed']:.0f} failed")
+    output.show(console, rows, f"{args.model} @ {args.url} -- {args.workload} (ms)")
+    if len(loads) == 1 and len(output.class_rows(summaries[0])) > 1:
+        output.show(console, output.class_rows(summaries[0]), "per class (abnormal excluded from the totals)")
+    if args.output and len(loads) > 1:
+        output.write_json(args.output / "summary.json", {"points": summaries})
+    return 1 if all(s["completed"] == 0 for s in summaries) else 0
+
+
+def capacity(args: argparse.Namespace, target: HttpTarget, workload: Workload, base: Path | None,
+             sla: Sequence[SLATerm], console: Console) -> int:
+    if not sla:
+        raise SpecError("--capacity needs an SLA", "--sla", 'give e.g. --sla "p99_ttft_ms<=500"')
+    settings = validate(CapacitySettings, {
+        "mode": args.mode, "low": args.low, "high": args.high, "tolerance": args.tolerance,
+        "max_points": args.max_points, "requests_per_point": args.requests or 200,
+        "duration_s": args.duration, "request_timeout_s": args.timeout}, "capacity options")
+
+    def show(p: LoadPoint) -> None:
+        state = "feasible" if p.feasible else f"violation {p.violation:+.2f}"
+        console.print(f"{args.mode} {p.load:g}: {state}" + (f" (stopped: {p.stopped_early})" if p.stopped_early else ""))
+
+    res = find_capacity(target, workload, sla, settings, seed=args.seed, max_model_len=args.max_model_len,
+                        base_dir=base, on_point=show)
+    rows = [(f"{args.mode} {p.load:g}", p.summary, verdict(sla, p.summary) if not p.stopped_early else "[red]stopped[/]")
+            for p in sorted(res.points, key=lambda p: p.load)]
+    output.show(console, rows, f"capacity search: {args.model} -- {args.workload} (ms)")
+    console.print(f"capacity: {res.capacity if res.capacity is not None else 'none (SLA missed at the lowest load)'}")
+    if args.output:
+        output.write_json(args.output / "summary.json", {
+            "capacity": res.capacity, "mode": args.mode, "best": res.best.summary if res.best else None,
+            "points": [{"load": p.load, "feasible": p.feasible, "violation": p.violation,
+                        "stopped_early": p.stopped_early, **p.summary} for p in res.points]})
+        with RecordWriter(args.output / "records.parquet") as w:
+            for r in res.records:
+                w.write(r)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,78 @@
+"""What a benchmark run leaves behind and shows: summary.json, probes.json, run.json, a rich table."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+COLUMNS = [  # (header, summary key, format)
+    ("ok/failed", "", ""),
+    ("req/s", "requests_per_s", "{:.2f}"),
+    ("out tok/s", "output_tokens_per_s", "{:.0f}"),
+    ("goodput/s", "goodput_rps", "{:.2f}"),
+    ("TTFT p50", "ttft_ms.p50", "{:.1f}"),
+    ("TTFT p99", "ttft_ms.p99", "{:.1f}"),
+    ("TPOT p50", "tpot_ms.p50", "{:.2f}"),
+    ("TPOT p99", "tpot_ms.p99", "{:.2f}"),
+    ("ITL p99", "itl_ms.p99", "{:.2f}"),
+    ("E2E p99", "e2e_ms.p99", "{:.0f}"),
+]
+
+
+def clean(value: Any) -> Any:
+    """JSON-safe: NaN and infinities become null (JSON has no NaN)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, Mapping):
+        return {str(k): clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [clean(v) for v in value]
+    return value
+
+
+def write_json(path: Path, data: Any) -> None:
+    """Atomic write (temp file + os.replace), so a reader never sees half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(clean(data), indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+
+
+def _fmt(summary: Mapping[str, float], key: str, fmt: str) -> str:
+    if not key:
+        return f"{summary.get('completed', 0):.0f}/{summary.get('failed', 0):.0f}"
+    v = summary.get(key)
+    return "-" if v is None or not math.isfinite(v) else fmt.format(v)
+
+
+def table(rows: Sequence[tuple[str, Mapping[str, float], str]], title: str) -> Table:
+    """One row per (label, summary, verdict); times in ms."""
+    t = Table(title=title, title_justify="left")
+    t.add_column("load")
+    for header, _, _ in COLUMNS:
+        t.add_column(header, justify="right")
+    t.add_column("SLA")
+    for label, summary, verdict in rows:
+        t.add_row(label, *(_fmt(summary, k, f) for _, k, f in COLUMNS), verdict)
+    return t
+
+
+def class_rows(summary: Mapping[str, float]) -> list[tuple[str, dict[str, float], str]]:
+    """Per-class sub-summaries (`class.<name>.*`) as table rows."""
+    names = sorted({k.split(".")[1] for k in summary if k.startswith("class.")})
+    rows = []
+    for name in names:
+        prefix = f"class.{name}."
+        rows.append((name, {k[len(prefix):]: v for k, v in summary.items() if k.startswith(prefix)}, ""))
+    return rows
+
+
+def show(console: Console, rows: Sequence[tuple[str, Mapping[str, float], str]], title: str) -> None:
+    console.print(table(rows, title))
