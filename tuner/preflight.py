@@ -61,18 +61,43 @@ def verify_manifest(model_dir: Path, manifest: Path) -> None:
 
 def check_engines(study: Study, space: Space) -> None:
     from tuner.engines import get_engine
+    from tuner.engines.args import bad_names
 
     for name in study.engine_names:
         engine = get_engine(name)
-        if name == "sim":
-            from tuner.sim import known_gpus, shape_for
-
-            shape_for(study.model.shape or study.model.name)
-            if study.sim.gpu not in known_gpus():
-                raise SpecError(f"unknown GPU {study.sim.gpu!r} for the simulator", "sim.gpu",
-                                f"use one of {known_gpus()}")
         sp = space.engines[name]
-        engine.check_args({**sp.defaults(), **sp.fixed}, None)
+        where = f"search_space{'.' + name if isinstance(study.search_space, dict) else ''}.fixed"
+        bad = bad_names(sp.fixed)
+        if bad:  # a name like "x --trust-remote-code" would smuggle a flag into the argv
+            raise SpecError(f"engine argument name {bad[0]!r} is not a snake_case name", where,
+                            "write names like max_num_seqs (servetune makes the --flag from it)")
+        if name == "sim":
+            check_sim(study)
+        try:
+            engine.check_args({**sp.defaults(), **sp.fixed}, None)
+        except SpecError as exc:  # engines say "args.<name>"; the user wrote it under search_space.fixed
+            key = exc.where.removeprefix("args.")
+            if exc.where.startswith("args.") and key in sp.fixed:
+                raise SpecError(exc.what, f"{where}.{key}", exc.fix) from None
+            raise
+
+
+def check_sim(study: Study) -> None:
+    from tuner.engines.sim import fault_flags
+    from tuner.sim import known_gpus, known_shapes, shape_for
+
+    if study.model.shape is not None:
+        if study.model.shape not in known_shapes():  # an explicit shape is used as is: no guessing
+            raise SpecError(f"unknown simulator shape {study.model.shape!r}", "model.shape",
+                            f"use one of {known_shapes()}")
+    else:
+        try:
+            shape_for(study.model.name)
+        except SpecError as exc:
+            raise SpecError(exc.what, "model.name", f"set model.shape to one of {known_shapes()}") from None
+    if study.sim.gpu not in known_gpus():
+        raise SpecError(f"unknown GPU {study.sim.gpu!r} for the simulator", "sim.gpu", f"use one of {known_gpus()}")
+    fault_flags(study.sim.faults)
 
 
 def check_space_files(study: Study, base_dir: Path) -> None:
