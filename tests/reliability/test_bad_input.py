@@ -1,0 +1,73 @@
+"""The bad-input corpus (bad_input_cases.py): each case exits with status 2, prints its exact message,
+and starts nothing: no Ray, no engine, no MLflow store, no file in the output folder.
+
+Most cases run `tuner.run.main` in this process (the same code path as the CLI, ~10 ms each); a few run
+the real `python -m tuner.run` subprocess, including the one that needs a Ray cluster to be refused.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from bad_input_cases import CASES, ROOT, WILD, Case, prepare, render
+
+from tests.conftest import run_cli
+from tuner.run import main
+
+# Checked again as real subprocesses: a file error, a schema error, a preflight error, and the Ray one.
+SUBPROCESS = {"malformed-yaml", "sla-p101", "output-unwritable"}
+
+
+def expected_line(case: Case, tmp: Path, study: Path) -> re.Pattern[str]:
+    text = case.message.replace("{study}", str(study)).replace("{tmp}", str(tmp)).replace("{root}", str(ROOT))
+    body = ".+?".join(re.escape(part) for part in text.split(WILD))
+    return re.compile(rf"(python -m tuner\.run: )?error: {body}")
+
+
+def check_nothing_started(out: Path) -> None:
+    files = [p for p in out.rglob("*") if p.is_file()] if out.is_dir() else []
+    assert files == [], f"bad input left files behind: {files}"
+
+
+def _params(cases: list[Case]) -> list:
+    return [pytest.param(c, id=c.id, marks=[pytest.mark.xfail(strict=True, reason=c.bug)] if c.bug else [])
+            for c in cases]
+
+
+@pytest.mark.parametrize("case", _params([c for c in CASES if not c.needs_ray]))
+def test_bad_input_in_process(case: Case, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import ray
+
+    args, study, out = prepare(case, tmp_path)
+    try:
+        rc = main(args)
+    except SystemExit as exc:  # argparse's own refusal (a non-number for --trials)
+        rc = exc.code
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2, err
+    assert expected_line(case, tmp_path, study).fullmatch(err[-1]), f"\n got: {err[-1]}\nwant: {case.message}"
+    assert not ray.is_initialized(), "Ray was started for bad input"
+    check_nothing_started(out)
+
+
+@pytest.mark.parametrize("case", _params([c for c in CASES if c.needs_ray or c.id in SUBPROCESS]))
+def test_bad_input_cli(case: Case, tmp_path: Path) -> None:
+    args, study, out = prepare(case, tmp_path)
+    proc = run_cli(*args, timeout=400)
+    err = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert expected_line(case, tmp_path, study).fullmatch(err[-1]), f"\n got: {err[-1]}\nwant: {case.message}"
+    check_nothing_started(out)  # no engine.log, no trials/, no tune/, no mlflow.db, no state.json
+
+
+def test_corpus_is_large_and_ids_unique() -> None:
+    ids = [c.id for c in CASES]
+    assert len(ids) == len(set(ids))
+    assert len(CASES) >= 25
+
+
+def test_docs_list_every_case_with_its_message() -> None:
+    doc = (ROOT / "docs" / "bad-input.md").read_text()
+    assert doc == render(), "docs/bad-input.md is stale: python tests/reliability/bad_input_cases.py > docs/bad-input.md"
