@@ -8,6 +8,7 @@ stop every Ray cluster on the machine.
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import shutil
@@ -21,6 +22,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 VENV_BIN = Path(sys.executable).parent
 
@@ -73,6 +75,15 @@ class RayHead:
             env.pop("RAY_AUTH_MODE", None)
             env.pop("RAY_AUTH_TOKEN", None)
         return env
+
+    def driver_env(self, pythonpath: str) -> dict[str, str]:
+        """A driver on a cluster node: connects to this head by its GCS address, with the token."""
+        return {**self.client_env(), "RAY_ADDRESS": self.gcs_address, "PYTHONPATH": pythonpath}
+
+    def get_json(self, path: str) -> Any:
+        req = urllib.request.Request(self.dashboard_url + path, headers={"Authorization": f"Bearer {self.token}"})
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return json.load(resp)
 
     def http_status(self, path: str, token: str | None) -> int:
         req = urllib.request.Request(self.dashboard_url + path)
