@@ -170,3 +170,25 @@ def _space():
     from tuner.search.space import build_space
 
     return build_space(make_study())
+
+
+def test_sla_violated_without_objective_reads_the_trials_own_metrics() -> None:
+    import json
+
+    core, _ = core_for(make_study(search={"baseline_first": False}))
+    cfg = core.ask()
+    assert cfg is not None
+    core.tell(cfg["number"], {"outcome": "sla_violated", "objective": None, "violations": [0.3, -0.1],
+                              "trial_json": json.dumps({"metrics": {"output_tokens_per_s": 123.0}})})
+    t = core.optuna.trials[-1]
+    assert t.state == optuna.trial.TrialState.COMPLETE and t.value == 123.0 and t.constraints["sla.p99_ttft_ms"] == 0.3
+
+
+def test_warm_start_configs_run_right_after_the_baseline() -> None:
+    core, _ = core_for(make_study())
+    core.warm_start([("vllm", {"max_num_seqs": 77, "max_num_batched_tokens": 4096, "gpu_memory_utilization": 0.9,
+                               "block_size": 32, "enable_chunked_prefill": True, "max_num_partial_prefills": 2,
+                               "scheduling_policy": "fcfs"})])
+    first, second = core.ask(), core.ask()
+    assert first is not None and first["baseline"]
+    assert second is not None and second["params"]["max_num_seqs"] == 77 and second["params"]["block_size"] == 32

@@ -9,6 +9,7 @@ relaunched, and each finished trial told with its SLA violations attached by `Tr
 
 from __future__ import annotations
 
+import json
 import math
 import pickle
 import warnings
@@ -70,6 +71,15 @@ class SearchCore:
         self._running: dict[tuple[str, str], int] = {}
         self._done: dict[tuple[str, str], int] = {}
         self._next = 0
+        self._warm: list[dict[str, Any]] = []
+
+    def warm_start(self, configs: list[tuple[str, dict[str, Any]]]) -> None:
+        """Launch these (engine, params) first after the baseline (e.g. pre-screened on the simulator)."""
+        for engine, params in configs:
+            fixed = {f"{engine}.{k}": v for k, v in params.items()}
+            if self.space.joint:
+                fixed["engine"] = engine
+            self._warm.append(fixed)
 
     # ---------------------------------------------------------------- ask
 
@@ -77,6 +87,8 @@ class SearchCore:
         """The next config to launch, or None when the space has nothing left worth launching."""
         if self._baselines:
             return self._baseline(self._baselines.pop(0))
+        if self._warm:
+            self.optuna.enqueue_trial(self._warm.pop(0), user_attrs={"warm_start": True}, skip_if_exists=False)
         skipped = 0
         for _ in range(self.max_resample):
             if self._grid is not None:
@@ -192,11 +204,13 @@ class SearchCore:
         if outcome not in RAN:
             return None
         obj = _num(result.get("objective"))
+        if obj is None and outcome == "sla_violated":
+            obj = _num(_trial_metrics(result).get(self.study.objective.metric))  # throughput at the lowest load
         if obj is None:
             return None
         if not self.multi:
             return [obj]
-        lat = _num(result.get("latency"))
+        lat = _num(result.get("latency", _trial_metrics(result).get(self.study.objective.latency_metric)))
         return None if lat is None else [obj, lat]
 
     def _constraints(self, outcome: str, result: dict[str, Any]) -> dict[str, float]:
@@ -236,7 +250,8 @@ class ConstrainedSearcher(Searcher):
     """Ray Tune face of `SearchCore`: suggest() -> config dict, on_trial_complete() -> tell."""
 
     def __init__(self, core: SearchCore) -> None:
-        super().__init__(metric="objective", mode="max")
+        # No metric for Tune to enforce: failed trials report no objective, and that is their truth.
+        super().__init__(metric=None, mode=None)
         self.core = core
         self._numbers: dict[str, int] = {}
 
@@ -273,8 +288,17 @@ class ConstrainedSearcher(Searcher):
 
 
 def make_searcher(study: Study, space: Space) -> ConstrainedSearcher:
-    """The study's searcher for Ray Tune (algorithm, seed, baseline, constraints from the study)."""
-    return ConstrainedSearcher(SearchCore(study, space))
+    """The study's searcher for Ray Tune (algorithm, seed, baseline, constraints from the study).
+
+    With `search.prescreen` on a real-engine study, the best configs of a short simulated study of
+    the same space, workload and SLA are launched first (after the baseline).
+    """
+    core = SearchCore(study, space)
+    if study.search.prescreen and any(e != "sim" for e in study.engine_names):
+        from tuner.search.prescreen import prescreen
+
+        core.warm_start(prescreen(study))
+    return ConstrainedSearcher(core)
 
 
 def _in_range(sp: Any, values: dict[str, Any]) -> bool:
@@ -285,6 +309,18 @@ def _in_range(sp: Any, values: dict[str, Any]) -> bool:
         if p.type == "categorical" and v not in (p.choices or []):
             return False
     return True
+
+
+def _trial_metrics(result: dict[str, Any]) -> dict[str, Any]:
+    """The summary inside the trainable's `trial_json` (the point a trial reported), if any."""
+    raw = result.get("trial_json")
+    if not isinstance(raw, str):
+        return {}
+    try:
+        metrics = json.loads(raw).get("metrics")
+    except ValueError:
+        return {}
+    return metrics if isinstance(metrics, dict) else {}
 
 
 def _snap(p: Any, v: Any) -> Any:
