@@ -32,20 +32,16 @@ class SimServer:
     def __init__(self, args: dict[str, Any]) -> None:
         from tuner.engines import get_engine
         from tuner.engines.base import LaunchSpec
-        from tuner.engines.process import ServerProcess, reserve_port
+        from tuner.engines.process import reserve_port
 
         self.args = parse_args(args)
+        assert self.args.sim is not None  # AppArgs guarantees it for engine "sim"
         engine = get_engine("sim")
         port, sock = reserve_port("127.0.0.1")
         log_path = Path(tempfile.mkdtemp(prefix="servetune-sim-replica-")) / "engine.log"
-        assert self.args.sim is not None  # AppArgs guarantees it for engine "sim"
         launch = LaunchSpec(model=self.args.model, host="127.0.0.1", port=port, log_path=log_path,
                             settings=self.args.sim)
-        self.proc = ServerProcess(
-            engine.argv(self.args.engine_args, launch), env=engine.env(launch), log_path=log_path,
-            host="127.0.0.1", port=port, ready_timeout_s=self.args.start_timeout_s,
-            classify=engine.classify, port_socket=sock,
-        )
+        self.proc = engine.server(self.args.engine_args, launch, port_socket=sock)
         self.proc.__enter__()  # raises EngineStartError with the engine's own words; Serve reports it
         self.upstream = Upstream(self.proc.base_url)
 

@@ -11,7 +11,8 @@ from tuner.trial_result import TrialResult
 SLA = ["p99_ttft_ms <= 500", "p99_e2e_ms <= 20000"]
 
 
-def make_study(name: str = "promo", **changes: Any) -> Study:
+def study_data(name: str = "promo", **changes: Any) -> dict[str, Any]:
+    """A study file's content (what `python -m tuner.run` logs as the study artifact)."""
     data: dict[str, Any] = {
         "name": name,
         "engine": "sim",
@@ -23,7 +24,11 @@ def make_study(name: str = "promo", **changes: Any) -> Study:
         "resources": {"cpus_per_trial": 0.25},
     }
     data.update(changes)
-    return Study.model_validate(data)
+    return data
+
+
+def make_study(name: str = "promo", **changes: Any) -> Study:
+    return Study.model_validate(study_data(name, **changes))
 
 
 def make_trial(number: int, objective: float | None, ttft_p99: float, *, max_num_seqs: int = 64,

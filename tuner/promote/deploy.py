@@ -53,18 +53,19 @@ class ServeAdmin:
         return {name: dict(app["deployed_app_config"]) for name, app in apps.items()
                 if app.get("source") == "declarative" and app.get("deployed_app_config")}
 
-    def apply(self, apps: dict[str, dict[str, Any]]) -> None:
-        """Make the declaratively deployed apps exactly `apps`, keeping the running HTTP settings."""
+    def apply(self, apps: dict[str, dict[str, Any]], http_options: dict[str, Any] | None = None) -> None:
+        """Make the declaratively deployed apps exactly `apps`, keeping the running HTTP settings
+        (`http_options` only matter when Serve is not running yet)."""
         details = self.details()
         config: dict[str, Any] = {"applications": list(apps.values())}
-        http = details.get("http_options")
-        config["http_options"] = http or {"host": "127.0.0.1", "port": self.default_http_port}
+        running = details.get("http_options") if details.get("controller_info") else None  # Serve is up
+        config["http_options"] = running or http_options or {"host": "127.0.0.1", "port": self.default_http_port}
         if details.get("proxy_location"):
             config["proxy_location"] = details["proxy_location"]
         self.client.deploy_applications(config)
 
     def http_base(self) -> str:
-        http = self.details().get("http_options") or {}
+        http = self.details().get("http_options") or {}  # read after a deploy: Serve is up
         host = http.get("host") or "127.0.0.1"
         host = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
         return f"http://{host}:{http.get('port') or self.default_http_port}"
@@ -111,14 +112,15 @@ def served_model(app: dict[str, Any]) -> str:
 
 
 def deploy_blue_green(admin: ServeAdmin, app: dict[str, Any], *, name: str, route_prefix: str,
-                      timeout_s: float = 600, smoke_timeout_s: float = 120) -> DeployResult:
+                      timeout_s: float = 600, smoke_timeout_s: float = 120,
+                      http_options: dict[str, Any] | None = None) -> DeployResult:
     """Deploy `app` (an entry of a Serve config) as `name` only if it passes the smoke test first."""
     before = admin.declared_apps()
     cand_name, cand_prefix = candidate_route(name, route_prefix)
     base = {k: v for k, v in before.items() if k != cand_name}
     cand = {**app, "name": cand_name, "route_prefix": cand_prefix}
     model = served_model(app)
-    admin.apply({**base, cand_name: cand})
+    admin.apply({**base, cand_name: cand}, http_options)
     try:
         admin.wait_running(cand_name, cand, timeout_s)
         smoke_test(admin.http_base(), cand_prefix, model, timeout_s=smoke_timeout_s)

@@ -1,0 +1,139 @@
+"""Promotion into a real local Ray Serve (CPU only, the sim engine): deploy, smoke test, rollback.
+
+One Ray head + Serve for the whole module (starting them is the slow part on 2 cores).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import yaml
+from mlflow import MlflowClient
+from promote_factory import make_study, make_trial, study_data
+from serve_cluster import ServeCluster, serve_cluster
+
+from tuner.promote import promote_study
+from tuner.promote.deploy import ServeAdmin
+from tuner.promote.registry import PREVIOUS, STAGING
+from tuner.promote.smoke import smoke_test
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[ServeCluster]:
+    with serve_cluster() as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def mlflow_uri(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return f"sqlite:///{tmp_path_factory.mktemp('mlflow') / 'mlflow.db'}"
+
+
+def _finished_study(uri: str, tmp: Path, name: str, max_num_seqs: int, **changes) -> str:
+    """A finished study as the pipeline leaves it in MLflow: parent run with trials.parquet + study.yaml."""
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.get_experiment_by_name(name)
+    exp_id = exp.experiment_id if exp else client.create_experiment(name)
+    parent = client.create_run(exp_id, tags={"servetune.kind": "study"}).info.run_id
+    kid = client.create_run(exp_id, tags={"mlflow.parentRunId": parent, "servetune.kind": "trial",
+                                          "servetune.trial_id": "t000"}).info.run_id
+    folder = tmp / uuid.uuid4().hex[:8]
+    folder.mkdir()
+    (folder / "study.yaml").write_text(yaml.safe_dump(study_data(name, promotion={"confirm_runs": 0, "top_k": 1},
+                                                                 **changes)))
+    rows = [make_trial(0, 3000, 300, max_num_seqs=max_num_seqs).to_row(),
+            make_trial(1, 9000, 900, max_num_seqs=1024).to_row()]  # violates the SLA: never promoted
+    pq.write_table(pa.Table.from_pylist(rows), folder / "trials.parquet")
+    client.log_artifact(parent, str(folder / "study.yaml"))
+    client.log_artifact(parent, str(folder / "trials.parquet"))
+    client.set_terminated(parent)
+    return parent
+
+
+def _promote_cli(cluster: ServeCluster, *args: str):
+    return cluster.cli(sys.executable, "-m", "tuner.promote", *args)
+
+
+def _serving(cluster: ServeCluster) -> dict:
+    return json.loads(cluster.get("/servetune"))
+
+
+def test_promoted_yaml_deploys_with_serve_deploy_and_streams_chat(cluster: ServeCluster, tmp_path: Path,
+                                                                   mlflow_uri: str) -> None:
+    study = make_study("cli", promotion={"confirm_runs": 0, "top_k": 1, "app_name": "cli-app",
+                                         "route_prefix": "/cli"})
+    result = promote_study(study, [make_trial(0, 3000, 300, max_num_seqs=96)], output_dir=tmp_path,
+                           tracking_uri=mlflow_uri, parent_run_id=None, confirm=None)
+    proc = cluster.cli(str(Path(sys.executable).parent / "serve"), "deploy", str(result.serve_config),
+                       "--address", cluster.dashboard)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    admin = ServeAdmin(cluster.dashboard)
+    app = yaml.safe_load(result.serve_config.read_text())["applications"][0]
+    admin.wait_running("cli-app", app, 300)
+    smoke = smoke_test(cluster.http_base, "/cli", "qwen3-8b", max_tokens=6)
+    assert smoke.chunks == 6 and smoke.text.split() == ["tok"] * 6
+    served = json.loads(cluster.get("/cli/servetune"))
+    assert served["engine_args"]["max_num_seqs"] == 96
+    info = json.loads(cluster.get("/cli/server_info"))  # the engine itself, through the proxy
+    assert info["max_num_seqs"] == 96
+
+
+def test_deploy_moves_alias_and_rollback_restores_the_previous_config(cluster: ServeCluster, tmp_path: Path,
+                                                                       mlflow_uri: str) -> None:
+    client = MlflowClient(tracking_uri=mlflow_uri)
+    first = _finished_study(mlflow_uri, tmp_path, "roll", 64)
+    proc = _promote_cli(cluster, "--study-run", first, "--mlflow-uri", mlflow_uri, "--deploy",
+                        "--output", str(tmp_path / "p1"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert str(client.get_model_version_by_alias("roll-config", STAGING).version) == "1"
+    assert _serving(cluster)["engine_args"]["max_num_seqs"] == 64
+
+    second = _finished_study(mlflow_uri, tmp_path, "roll", 128)
+    proc = _promote_cli(cluster, "--study-run", second, "--mlflow-uri", mlflow_uri, "--deploy",
+                        "--output", str(tmp_path / "p2"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert str(client.get_model_version_by_alias("roll-config", STAGING).version) == "2"
+    assert str(client.get_model_version_by_alias("roll-config", PREVIOUS).version) == "1"
+    now = _serving(cluster)
+    assert now["engine_args"]["max_num_seqs"] == 128 and now["lineage"]["model_version"] == "2"
+    assert "staging-candidate" not in ServeAdmin(cluster.dashboard).declared_apps()
+
+    proc = _promote_cli(cluster, "--rollback", "roll-config", "--mlflow-uri", mlflow_uri)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert str(client.get_model_version_by_alias("roll-config", STAGING).version) == "1"
+    back = _serving(cluster)
+    assert back["engine_args"]["max_num_seqs"] == 64 and back["lineage"]["model_version"] == "1"
+    smoke_test(cluster.http_base, "/", "qwen3-8b")
+
+
+def test_a_failed_smoke_test_leaves_staging_and_alias_unchanged(cluster: ServeCluster, tmp_path: Path,
+                                                                  mlflow_uri: str) -> None:
+    client = MlflowClient(tracking_uri=mlflow_uri)
+    good = _finished_study(mlflow_uri, tmp_path, "smoke", 32)
+    proc = _promote_cli(cluster, "--study-run", good, "--mlflow-uri", mlflow_uri, "--deploy",
+                        "--output", str(tmp_path / "good"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    before = _serving(cluster)
+    assert before["engine_args"]["max_num_seqs"] == 32
+
+    broken = _finished_study(mlflow_uri, tmp_path, "smoke", 256, sim={
+        "flavour": "vllm", "gpu": "H200", "mode": "server", "time_scale": 50.0,
+        "faults": {"http500_rate": 1.0}})  # starts and reports healthy, answers every request with 500
+    proc = _promote_cli(cluster, "--study-run", broken, "--mlflow-uri", mlflow_uri, "--deploy",
+                        "--output", str(tmp_path / "broken"))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "unchanged" in proc.stdout and "500" in proc.stdout
+    mv = client.get_model_version_by_alias("smoke-config", STAGING)
+    assert str(mv.version) == "1"  # version 2 was registered but never got the alias
+    assert _serving(cluster) == before
+    smoke_test(cluster.http_base, "/", "qwen3-8b")
+    assert "staging-candidate" not in ServeAdmin(cluster.dashboard).declared_apps()
