@@ -162,7 +162,7 @@ class SimServer:
             return _error("Internal server error (injected fault)", 500)
         self.accepted += 1
         self.faults.on_request(self.accepted, self.live)
-        stall_at = n_out // 2 if self.faults.stalls(self.accepted) else None
+        stall_at = n_out // 2 if n_out >= 2 and self.faults.stalls(self.accepted) else None
         self.metrics.prompt_tokens += n_in
         st = self.live.submit(n_in, n_out)
         rid = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
@@ -289,7 +289,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     names = a.served_model_name or [a.model]
     server = SimServer(engine, names, a.model, a.flavour, a.time_scale, faults)
     print(f"INFO Starting server on http://{a.host}:{a.port} (pid {os.getpid()})", flush=True)
-    web.run_app(server.app(), host=a.host, port=a.port, print=None, access_log=None, handle_signals=True)
+    web.run_app(server.app(), host=a.host, port=a.port, print=None, access_log=None, handle_signals=True,
+                shutdown_timeout=1.0)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,201 @@
+"""The server face as a real subprocess: streaming, usage, metrics, startup failures and faults."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    def __init__(self, *flags: str) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        argv = [sys.executable, "-m", "tuner.sim.server", "--model", "Qwen/Qwen3-8B", "--served-model-name",
+                "qwen3-8b", "--port", str(self.port), "--max-model-len", "8192", "--time-scale", "20", *flags]
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        self.proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True, start_new_session=True)
+
+    def wait_ready(self, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"server exited {self.proc.returncode}: {self.proc.stderr.read()}")  # type: ignore[union-attr]
+            try:
+                with urllib.request.urlopen(self.url + "/health", timeout=1) as r:
+                    if r.status == 200:
+                        return
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                time.sleep(0.1)
+        raise AssertionError("server not ready")
+
+    def get(self, path: str) -> str:
+        with urllib.request.urlopen(self.url + path, timeout=10) as r:
+            return r.read().decode()
+
+    def post(self, path: str, body: dict[str, Any], timeout: float = 30) -> Any:
+        req = urllib.request.Request(self.url + path, data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+        return urllib.request.urlopen(req, timeout=timeout)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+
+
+@pytest.fixture
+def server() -> Iterator[Server]:
+    s = Server("--max-num-seqs", "32", "--no-enable-prefix-caching")
+    try:
+        s.wait_ready()
+        yield s
+    finally:
+        s.stop()
+
+
+def sse_events(resp: Any) -> list[tuple[float, str]]:
+    out = []
+    for raw in resp:
+        line = raw.decode().strip()
+        if line.startswith("data: "):
+            out.append((time.perf_counter(), line[6:]))
+    return out
+
+
+def metric(text: str, name: str) -> float:
+    for line in text.splitlines():
+        if line.startswith(name + "{") or line.startswith(name + " "):
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError(f"{name} missing")
+
+
+def test_streams_completions_with_usage_and_counts_metrics(server: Server) -> None:
+    prompt = " ".join(["word"] * 300)  # 300 tokens by the word rule
+    body = {"model": "qwen3-8b", "prompt": prompt, "max_tokens": 40, "stream": True, "ignore_eos": True,
+            "stream_options": {"include_usage": True}}
+    with server.post("/v1/completions", body) as resp:
+        assert resp.headers["Content-Type"].startswith("text/event-stream")
+        events = sse_events(resp)
+    assert events[-1][1] == "[DONE]"
+    chunks = [json.loads(e) for _, e in events[:-1]]
+    usage = chunks[-1]["usage"]
+    assert usage == {"prompt_tokens": 300, "completion_tokens": 40, "total_tokens": 340}
+    text = "".join(c["choices"][0]["text"] for c in chunks if c["choices"])
+    assert len(text.split()) == 40
+    assert [c["choices"][0]["finish_reason"] for c in chunks if c["choices"]][-1] == "length"
+    times = [t for t, _ in events]
+    assert times[-1] - times[0] > 0.005  # tokens are paced by the step model, not dumped at once
+    m = server.get("/metrics")
+    assert metric(m, "vllm:generation_tokens_total") == 40
+    assert metric(m, "vllm:prompt_tokens_total") == 300
+    assert metric(m, "vllm:request_success_total") == 1
+    assert metric(m, "vllm:time_to_first_token_seconds_count") == 1
+    for name in ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
+                 "vllm:num_preemptions_total"):
+        metric(m, name)
+    info = json.loads(server.get("/server_info"))
+    assert info["max_num_seqs"] == 32 and info["enable_prefix_caching"] is False
+    models = json.loads(server.get("/v1/models"))
+    assert [d["id"] for d in models["data"]] == ["qwen3-8b"]
+
+
+def test_chat_token_ids_and_bad_requests(server: Server) -> None:
+    body = {"model": "qwen3-8b", "messages": [{"role": "system", "content": "be brief"},
+                                              {"role": "user", "content": "one two three"}], "max_tokens": 7}
+    with server.post("/v1/chat/completions", body) as resp:
+        data = json.loads(resp.read())
+    assert data["usage"] == {"prompt_tokens": 5, "completion_tokens": 7, "total_tokens": 12}
+    assert data["choices"][0]["message"]["content"].split() == ["tok"] * 7
+    with server.post("/v1/completions", {"prompt": list(range(100)), "max_tokens": 3}) as resp:
+        assert json.loads(resp.read())["usage"]["prompt_tokens"] == 100
+    with pytest.raises(urllib.error.HTTPError) as e:
+        server.post("/v1/completions", {"prompt": list(range(8000)), "max_tokens": 500})
+    assert e.value.code == 400 and "maximum context length is 8192" in e.value.read().decode()
+    with pytest.raises(urllib.error.HTTPError) as e:
+        server.post("/v1/completions", {"model": "other", "prompt": "x", "max_tokens": 1})
+    assert e.value.code == 404
+
+
+def test_crash_after_n_requests_kills_the_server() -> None:
+    s = Server("--fault-crash-after", "1")
+    try:
+        s.wait_ready()
+        with s.post("/v1/completions", {"prompt": "a b", "max_tokens": 2}) as resp:
+            assert resp.status == 200
+        with pytest.raises((urllib.error.URLError, ConnectionError)):
+            s.post("/v1/completions", {"prompt": "a b", "max_tokens": 2}, timeout=5).read()
+        assert s.proc.wait(10) == 1
+        assert "EngineDeadError" in s.proc.stderr.read()  # type: ignore[union-attr]
+    finally:
+        s.stop()
+
+
+@pytest.mark.parametrize(("flags", "expect"), [
+    (("--fault-fail-at-start",), "Engine core initialization failed"),
+    (("--gpu-memory-utilization", "0.999"), "Free memory on device"),
+    (("--flavour", "sglang", "--mem-fraction-static", "0.1"), "Not enough memory"),
+])
+def test_startup_failures_exit_1_before_listening(flags: tuple[str, ...], expect: str) -> None:
+    s = Server(*flags)
+    try:
+        assert s.proc.wait(30) == 1
+        assert expect in s.proc.stderr.read()  # type: ignore[union-attr]
+        with pytest.raises(urllib.error.URLError):
+            s.get("/health")
+    finally:
+        s.stop()
+
+
+def test_http500_stall_and_sglang_metrics() -> None:
+    s = Server("--flavour", "sglang", "--fault-http500-rate", "0.5", "--fault-stall-after", "0")
+    try:
+        s.wait_ready()
+        codes = []
+        for _ in range(12):
+            try:
+                with s.post("/v1/completions", {"prompt": "a b c", "max_tokens": 1}) as r:
+                    codes.append(r.status)
+            except urllib.error.HTTPError as e:
+                codes.append(e.code)
+        assert 500 in codes and 200 in codes
+        body = {"prompt": "a b c", "max_tokens": 20, "stream": True}
+        resp = None
+        while resp is None:  # retry past the injected 500s
+            try:
+                resp = s.post("/v1/completions", body, timeout=3)
+            except urllib.error.HTTPError:
+                continue
+        got = 0
+        with pytest.raises(TimeoutError):  # the stream stalls after half its tokens
+            for raw in resp:
+                if raw.startswith(b"data: {"):
+                    got += len(json.loads(raw[6:])["choices"][0]["text"].split())
+        assert got == 10
+        m = s.get("/metrics")
+        assert metric(m, "sglang:num_running_reqs") >= 0 and "sglang:token_usage" in m
+    finally:
+        s.stop()
