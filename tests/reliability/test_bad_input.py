@@ -48,6 +48,7 @@ def test_bad_input_in_process(case: Case, tmp_path: Path, capsys: pytest.Capture
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2, err
     assert expected_line(case, tmp_path, study).fullmatch(err[-1]), f"\n got: {err[-1]}\nwant: {case.message}"
+    assert "s3cret" not in "\n".join(err), "a password from the input reached stderr"
     assert not ray.is_initialized(), "Ray was started for bad input"
     check_nothing_started(out)
 
