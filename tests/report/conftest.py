@@ -16,8 +16,8 @@ def study_trials(tmp_path: Path) -> list[TrialResult]:
     """A small mixed study: baseline, feasible configs (two on the front), SLA-violated, OOM, start failure."""
     ok = TrialOutcome.OK
     return [
-        make_trial(tmp_path, 0, ok, tput=1000, p99=300, baseline=True,
-                   params={"max_num_seqs": 256, "block_size": 16, "enable_chunked_prefill": True}),
+        make_trial(tmp_path, 0, ok, tput=1000, p99=300, baseline=True, params={},  # engine defaults
+                   resolved={"max_num_seqs": 256, "block_size": 16, "enable_chunked_prefill": True}),
         make_trial(tmp_path, 1, ok, tput=1800, p99=420,
                    params={"max_num_seqs": 512, "block_size": 32, "enable_chunked_prefill": True}),
         make_trial(tmp_path, 2, ok, tput=1500, p99=200,

@@ -41,7 +41,7 @@ def write_records(path: Path, ttft_ms: np.ndarray, *, load: float | None = None,
 
 def make_trial(tmp: Path, number: int, outcome: TrialOutcome, *, tput: float | None = None,
                p99: float | None = None, params: dict | None = None, baseline: bool = False,
-               reason: str = "", engine: str = "sim") -> TrialResult:
+               reason: str = "", engine: str = "sim", resolved: dict | None = None) -> TrialResult:
     """One finished trial; ran trials get load points and a records file whose P99 is near `p99`."""
     tid = f"t{number:03d}"
     metrics: dict[str, float] = {}
@@ -61,4 +61,4 @@ def make_trial(tmp: Path, number: int, outcome: TrialOutcome, *, tput: float | N
         trial_id=tid, number=number, engine=engine, params=params or {}, args=dict(params or {}),
         outcome=outcome, reason=reason, capacity=capacity if outcome == TrialOutcome.OK else None,
         objective=tput if outcome == TrialOutcome.OK else None, metrics=metrics, points=points,
-        wall_s=12.5 + number, records_path=records, baseline=baseline)
+        wall_s=12.5 + number, records_path=records, baseline=baseline, resolved=resolved or {})

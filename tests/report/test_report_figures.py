@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 from report_fixtures import LAT, OBJ, SLA, make_trial, write_records
 
 from tuner.outcome import TrialOutcome
@@ -42,6 +43,8 @@ def test_pareto_figure_marks_feasible_infeasible_promoted_and_sla(study_trials: 
     sla_lines = [s for s in fig.layout.shapes if s.x0 == 500 and s.x1 == 500]
     assert len(sla_lines) == 1  # only the term on the plotted latency metric
     assert len(_traces(fig, "all load points")[0].x) == 3 * 5
+    # Zoomed to the trials and the SLA line; the farthest load point (900 * 1.5) is a zoom-out away.
+    assert tuple(fig.layout.xaxis.range) == (0, pytest.approx(1.15 * 900))
 
 
 def test_parallel_coordinates_keeps_failed_trials_on_a_labelled_level(study_trials: list[TrialResult]) -> None:
@@ -57,7 +60,8 @@ def test_parallel_coordinates_keeps_failed_trials_on_a_labelled_level(study_tria
     assert sentinel < min(t.objective for t in study_trials if t.feasible)
     chunked = dims["enable_chunked_prefill"]
     assert list(chunked.ticktext) == ["False", "True", "n/a"]  # t006 has no value for it
-    assert list(dims["max_num_seqs"].values) == [t.params["max_num_seqs"] for t in study_trials]
+    # The baseline sampled nothing: it is drawn at the values the engine reported (its defaults).
+    assert list(dims["max_num_seqs"].values) == [256, 512, 128, 384, 1024, 2048, 64]
 
 
 def test_latency_cdf_compares_promoted_with_baseline(study_trials: list[TrialResult]) -> None:

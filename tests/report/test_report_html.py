@@ -7,7 +7,8 @@ from pathlib import Path
 
 from report_fixtures import LAT, OBJ, SLA
 
-from tuner.tracking.report import write_report
+from tuner.tracking.plots import figures
+from tuner.tracking.report import write_figure_files, write_report
 from tuner.trial_result import TrialResult
 
 
@@ -26,6 +27,7 @@ def test_report_is_self_contained_and_lists_every_trial(tmp_path: Path, study_tr
     rows = re.findall(r'<tr class="([a-z]*)" data-trial="(t\d+)">', text)
     assert [r[1] for r in rows] == [t.trial_id for t in study_trials]
     assert dict((tid, role) for role, tid in rows)["t001"] == "promoted"
+    assert re.search(r'data-trial="t000">(?:<td[^>]*>[^<]*</td>){8}<td>engine defaults</td>', text)
     assert "KV cache does not fit: 0.4 GiB free" in text and "engine exited with status 1" in text
     gain = re.search(r'data-card="gain over baseline">gain over baseline<b>([^<]+)</b>', text)
     assert gain and gain.group(1) == "1.80x"
@@ -37,3 +39,15 @@ def test_report_without_feasible_trials_says_so(tmp_path: Path, study_trials: li
                         latency_metric=LAT, promoted_trial_id=None, baseline_trial_id=None).read_text()
     assert "no trial met the SLA" in text
     assert re.search(r'gain over baseline<b>n/a</b>', text)
+
+
+def test_figure_files_are_standalone_pages(tmp_path: Path, study_trials: list[TrialResult]) -> None:
+    figs = figures(study_trials, sla=SLA, objective_metric=OBJ, latency_metric=LAT, promoted_trial_id="t001",
+                   baseline_trial_id="t000")
+    paths = write_figure_files(tmp_path, figs)
+    assert [p.relative_to(tmp_path).as_posix() for p in paths] == [
+        "plots/pareto.html", "plots/latency_cdf.html", "plots/parallel_coordinates.html"]
+    for p in paths:
+        text = p.read_text()
+        assert text.lower().startswith("<!doctype html>") and "Plotly.newPlot" in text
+        assert not re.search(r"<script[^>]+src=", text)

@@ -99,6 +99,7 @@ def pareto_figure(
         if term.metric == latency_metric:
             fig.add_vline(x=term.limit, line={"color": COLORS["infeasible"], "dash": "dash"},
                           annotation_text=f"SLA {term}", annotation_position="top left")
+    fig.update_xaxes(range=[0, _x_max(trials, sla, objective_metric, latency_metric)])
     fig.update_layout(title="Throughput vs latency at each trial's SLA capacity",
                       xaxis_title=latency_metric, yaxis_title=objective_metric, template="plotly_white",
                       legend={"orientation": "h", "y": -0.2})
@@ -155,7 +156,9 @@ def parallel_coordinates_figure(trials: Sequence[TrialResult], objective_metric:
     if len(engines) > 1:
         dims.append(_categorical_dim("engine", [t.engine for t in trials]))
     for name in names:
-        values = [t.params.get(name) for t in trials]
+        # A trial that did not sample a parameter (the baseline: engine defaults) ran with the value the
+        # engine reported; only when that is unknown too does it sit on the "n/a" level.
+        values = [t.params.get(name, t.resolved.get(name)) for t in trials]
         present = [v for v in values if v is not None]
         if present and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in present):
             dims.append(_numeric_dim(name, [_num(v) for v in values]))
@@ -180,6 +183,16 @@ def _trial_trace(members: list[TrialResult], name: str, objective_metric: str, l
         mode="markers", name=name, marker=marker, hoverinfo="text",
         text=[f"trial {t.number} ({t.engine}) {t.outcome.value}<br>"
               + "<br>".join(f"{k}={v}" for k, v in sorted(t.params.items())) for t in members])
+
+
+def _x_max(trials: Sequence[TrialResult], sla: Sequence[SLATerm], objective_metric: str,
+           latency_metric: str) -> float:
+    """Show every trial and the SLA line; far-out load points (past saturation) are a zoom-out away."""
+    xs = [xy[0] for t in trials for xy in [_xy(t, objective_metric, latency_metric)] if xy is not None]
+    xs += [term.limit for term in sla if term.metric == latency_metric]
+    if not xs:
+        xs = [x for t in trials for p in t.points for x in [_num(p.get(latency_metric))] if x is not None]
+    return 1.15 * max(xs, default=1.0)
 
 
 def _xy(t: TrialResult, objective_metric: str, latency_metric: str) -> tuple[float, float] | None:

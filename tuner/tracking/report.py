@@ -62,6 +62,20 @@ def write_report(
     return path
 
 
+def write_figure_files(output_dir: Path, figs: dict[str, go.Figure]) -> list[Path]:
+    """Each figure as its own self-contained HTML file (``plots/<name>.html``), for MLflow artifacts.
+
+    Self-contained (plotly.js inline, ~5 MB each) so the MLflow UI's artifact viewer renders them
+    without internet access.
+    """
+    paths = []
+    for name, fig in figs.items():
+        path = output_dir / "plots" / f"{name}.html"
+        write_text(path, fig.to_html(full_html=True, include_plotlyjs=True, config={"displaylogo": False}))
+        paths.append(path)
+    return paths
+
+
 def render_html(
     figs: dict[str, go.Figure],
     *,
@@ -130,7 +144,8 @@ def trial_table(trials: Sequence[TrialResult], objective_metric: str, latency_me
     rows = []
     for t in sorted(trials, key=lambda t: t.number):
         role = "promoted" if t.trial_id == promoted_trial_id else "baseline" if t.trial_id == baseline_trial_id else ""
-        params = ", ".join(f"{k}={v}" for k, v in sorted(t.params.items()))
+        params = ", ".join(f"{k}={v}" for k, v in sorted(t.params.items())) or (
+            "engine defaults" if t.baseline else "")
         cells = [str(t.number), t.trial_id + (f" ({role})" if role else ""), t.engine, t.outcome.value,
                  t.reason, _fmt(t.capacity), _fmt(t.objective if t.feasible else None),
                  _fmt(t.latency(latency_metric)), params, f"{t.wall_s:.1f}"]
