@@ -33,7 +33,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from gpu import GpuSampler, gpu_state  # noqa: E402
+from gpu_sampler import GpuSampler, gpu_state  # noqa: E402
 
 from tuner.engines import gpu as engine_gpu  # noqa: E402
 from tuner.outcome import TrialOutcome  # noqa: E402
@@ -134,11 +134,17 @@ class StudyState:
 
 
 def next_plan(st: StudyState, queued: list[dict[str, Any]]) -> TrialPlan | None:
-    """The searcher's next config (baseline first); `queued` configs are offered to Optuna before TPE."""
-    for cfg in queued[:1]:
+    """The searcher's next config (baseline first); `queued` configs are offered to Optuna before TPE.
+
+    They are enqueued only once the baseline has been handed out (its own ask takes the queue's head),
+    and configs already tried in an earlier command are skipped by Optuna (skip_if_exists).
+    """
+    baseline_pending = st.study.search.baseline_first and not any(r.baseline for r in st.results)
+    if not baseline_pending:
         engine = st.study.engine_names[0]
-        st.core.optuna.enqueue_trial({f"{engine}.{k}": v for k, v in cfg.items()}, skip_if_exists=True)
-        queued.pop(0)
+        for cfg in queued:
+            st.core.optuna.enqueue_trial({f"{engine}.{k}": v for k, v in cfg.items()}, skip_if_exists=True)
+        queued.clear()
     cfg = st.core.ask()
     if cfg is None:
         return None
@@ -191,9 +197,9 @@ def pack(st: StudyState, trials_dir: Path, out: Path, log_file: Path) -> None:
     with tarfile.open(tmp, "w:gz") as tar:
         if trials_dir.exists():
             tar.add(trials_dir, arcname="trials")
-        tar.add(st.results_file, arcname="results.jsonl")
-        if log_file.exists():
-            tar.add(log_file, arcname="driver.log")
+        for f, name in ((st.results_file, "results.jsonl"), (log_file, "driver.log")):
+            if f.exists():
+                tar.add(f, arcname=name)
     os.replace(tmp, out / "trials.tar.gz")
 
 

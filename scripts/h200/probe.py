@@ -67,7 +67,7 @@ def driver_check(study_path: Path) -> dict[str, Any]:
 
 
 def main() -> int:
-    from gpu import gpu_state
+    from gpu_sampler import gpu_state
 
     t0 = time.time()
     report: dict[str, Any] = {"gpu": gpu_state(0), "versions": versions()}

@@ -2,16 +2,12 @@
 # DEVICE: run (or continue) a servetune study on the H200 within this command's time.
 # usage: bash scripts/h200/run_study.sh STUDY.yaml SECONDS [TRIALS] [ENQUEUE_JSON]
 #   SECONDS: wall time this command may spend on trials (the driver starts no trial it cannot finish)
-# Needs: /tmp/vsite (setup_device.sh) and /tmp/site (the driver's wheels, installed once by
-# install_wheels below). Writes trials.parquet, summary.json, trials.tar.gz, driver_stdout.log to $OUT.
+# Needs /tmp/vsite and /tmp/site (scripts/h200/setup_device.sh). Writes trials.parquet, summary.json,
+# trials.tar.gz and driver_stdout.log to $OUT.
 set -u
 STUDY=$1; SECS=$2; TRIALS=${3:-1}; ENQ=${4:-}
 NAME=$(basename "$STUDY" .yaml)
 O=${OUT:-/tmp/out}; mkdir -p "$O"
-if [ ! -f /tmp/site/.ok ] && [ -d .gpu/whl ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .gpu/whl/*.whl \
-    && touch /tmp/site/.ok
-fi
 export PYTHONPATH=/tmp/vsite:/tmp/site$( [ -d /tmp/vsite_extra ] && echo :/tmp/vsite_extra )
 export PYTHONUNBUFFERED=1
 # keep NVLink multicast off (KINDS.md); torch.compile + Triton caches persist under /tmp while the host is up
