@@ -61,6 +61,15 @@ class StudyProgress:
                 else result.reason or "")
         self._emit(f"trial {result.trial_id} {result.outcome.value} {what}".rstrip() + " | " + self.summary_line())
 
+    def restore(self, results: list[TrialResult]) -> None:
+        """Count trials a resumed study finished before (no per-trial lines; one summary line)."""
+        with self._lock:
+            known = {t.trial_id for t in self.finished}
+            new = [t for t in results if t.trial_id not in known]
+            self.finished += new
+        if new:
+            self._emit(f"resumed with {len(new)} finished trial(s) | " + self.summary_line())
+
     # --- state ----------------------------------------------------------------------------------
     @property
     def failed(self) -> int:

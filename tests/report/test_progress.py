@@ -65,6 +65,20 @@ def test_infeasible_baseline_has_no_ratio(tmp_path: Path) -> None:
     assert p.summary_line() == "done 2/2, running 0, failed 0, best 20 (trial t001)"
 
 
+def test_resume_counts_trials_finished_before(tmp_path: Path) -> None:
+    out = io.StringIO()
+    p = StudyProgress(5, None, stream=out)
+    before = [make_trial(tmp_path, 0, TrialOutcome.OK, tput=100, p99=100, baseline=True),
+              make_trial(tmp_path, 1, TrialOutcome.OOM, reason="oom")]
+    p.restore(before)
+    p.restore(before)  # idempotent
+    p.trial_finished(make_trial(tmp_path, 2, TrialOutcome.OK, tput=150, p99=100))
+    assert len(out.getvalue().splitlines()) == 2
+    assert out.getvalue().splitlines()[0] == (
+        "[servetune] resumed with 2 finished trial(s) | done 2/5, running 0, failed 1, best 100 (trial t000, 1.00x baseline)")
+    assert p.summary_line() == "done 3/5, running 0, failed 1, best 150 (trial t002, 1.50x baseline)"
+
+
 _SCRIPT = textwrap.dedent("""
     import sys, time
     sys.path.insert(0, {tests!r})
