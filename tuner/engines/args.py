@@ -17,6 +17,7 @@ import json
 import re
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any
@@ -182,17 +183,19 @@ class ArgChecker:
         self.env = None if env is None else dict(env)
         self._proc: subprocess.Popen[str] | None = None
         self._cache: dict[str, dict[str, Any]] = {}
+        self._lock = threading.Lock()  # one question at a time on the pipe
 
     def check(self, args: Mapping[str, Any], base: list[str], timeout_s: float = 300) -> dict[str, Any]:
         """{"ok": True, "kinds": {...}, "flags": [...]} | {"ok": False, "error": ..., "key": ...} |
         {"ok": False, "importable": False, "error": ...} when the engine cannot be checked there."""
         payload = json.dumps({"args": dict(args), "base": list(base)}, sort_keys=True, default=str)
-        if payload in self._cache:
-            return self._cache[payload]
-        answer = self._ask(payload, timeout_s)
-        if answer.get("importable") is not False:
-            self._cache[payload] = answer
-        return answer
+        with self._lock:
+            if payload in self._cache:
+                return self._cache[payload]
+            answer = self._ask(payload, timeout_s)
+            if answer.get("importable") is not False:
+                self._cache[payload] = answer
+            return answer
 
     def _ask(self, payload: str, timeout_s: float) -> dict[str, Any]:
         import selectors

@@ -16,6 +16,7 @@ from tuner.outcome import TrialOutcome
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 # "(EngineCore_DP0 pid=123) ERROR 11-29 19:00:00 [core.py:42] " / "[2026-11-29 19:00:00] " / "INFO:  "
+_PYDANTIC_TAIL = re.compile(r"\s*\[type=\w+, input_value=.*$")  # pydantic's echo of every input
 _PREFIX = re.compile(
     r"^(\([^)]*pid=\d+\)\s*)?"
     r"((DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+\d\d-\d\d\s+[\d:.]+\s+\[[^\]]*\]\s*)?"
@@ -57,6 +58,8 @@ COMMON: tuple[Pattern, ...] = (
     pattern(r"KV cache is needed, which is larger than the available KV cache memory"
             r"|larger than the available KV cache|max seq len .* KV cache", TrialOutcome.OOM,
             "KV cache smaller than max_model_len"),
+    pattern(r"on startup is less than desired (GPU|CPU) memory utilization", TrialOutcome.OOM,
+            "memory utilization above the free memory"),
     pattern(r"Insufficient memory|Not enough memory|not enough memory|Cannot allocate memory"
             r"|MemoryError|out of memory", TrialOutcome.OOM, "out of memory"),
     pattern(r"Address already in use|\[Errno 98\]|port .* (is )?(already )?in use", TrialOutcome.START_FAILED,
@@ -71,7 +74,7 @@ COMMON: tuple[Pattern, ...] = (
 def clean(line: str) -> str:
     """One log line without colour codes and engine log prefixes."""
     line = _ANSI.sub("", line).strip()
-    return _PREFIX.sub("", line).strip()
+    return _PYDANTIC_TAIL.sub("", _PREFIX.sub("", line)).strip()
 
 
 def _short(text: str) -> str:

@@ -52,6 +52,7 @@ _REAPER = (
     "        if sig == signal.SIGTERM:\n"
     "            import time; time.sleep(5)\n"
 )
+CLASSIFY_LINES = 500  # engine tracebacks from several processes are long; the cause is rarely last
 _NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
@@ -220,7 +221,7 @@ class ServerProcess:
             time.sleep(self.poll_s)
 
     def _fail(self, returncode: int | None) -> None:
-        tail = self.log_tail()
+        tail = self.log_tail(CLASSIFY_LINES)
         self.stop()
         outcome, reason = self.classify(returncode, tail)
         if returncode is None and outcome is TrialOutcome.TIMEOUT:
@@ -257,9 +258,9 @@ class ServerProcess:
                 return None
             return TrialOutcome.TIMEOUT, (
                 f"server alive but {self.health_path} gave {status or 'no answer'} within "
-                f"{health_timeout_s:g}s (hung); last log line: {failures.last_error_line(self.log_tail())}"
+                f"{health_timeout_s:g}s (hung); last log line: {failures.last_error_line(self.log_tail(CLASSIFY_LINES))}"
             )
-        return failures.under_load(*self.classify(rc, self.log_tail()))
+        return failures.under_load(*self.classify(rc, self.log_tail(CLASSIFY_LINES)))
 
     def stop(self) -> None:
         """SIGTERM the group, SIGKILL after stop_timeout_s, wait for every member; idempotent."""
