@@ -38,6 +38,8 @@ def test_pareto_figure_marks_feasible_infeasible_promoted_and_sla(study_trials: 
     assert list(infeasible.y) == [2500]  # the OOM / start-failed trials have no point at all (never zero)
     promoted = _traces(fig, "promoted")[0]
     assert list(promoted.x) == [200] and list(promoted.y) == [1500]
+    baseline = _traces(fig, "baseline")[0]
+    assert list(baseline.x) == [300] and list(baseline.y) == [1000]
     front = _traces(fig, "Pareto front")[0]
     assert list(front.x) == [200, 420]
     sla_lines = [s for s in fig.layout.shapes if s.x0 == 500 and s.x1 == 500]

@@ -37,7 +37,8 @@ def figures(
     promoted = by_id.get(promoted_trial_id) if promoted_trial_id else None
     baseline = by_id.get(baseline_trial_id) if baseline_trial_id else None
     return {
-        "pareto": pareto_figure(trials, sla, objective_metric, latency_metric, promoted_trial_id),
+        "pareto": pareto_figure(trials, sla, objective_metric, latency_metric, promoted_trial_id,
+                                baseline_trial_id),
         "latency_cdf": latency_cdf_figure(promoted or best_feasible(trials), baseline, sla, latency_metric,
                                           promoted is not None),
         "parallel_coordinates": parallel_coordinates_figure(trials, objective_metric),
@@ -61,6 +62,7 @@ def pareto_figure(
     objective_metric: str,
     latency_metric: str,
     promoted_trial_id: str | None,
+    baseline_trial_id: str | None = None,
 ) -> go.Figure:
     """Throughput vs P99 latency at each trial's capacity; every measured load point in the background."""
     fig = go.Figure()
@@ -90,6 +92,11 @@ def pareto_figure(
     if front_xy:
         fig.add_trace(go.Scatter(x=[x for x, _ in front_xy], y=[y for _, y in front_xy], mode="lines",
                                  name="Pareto front", line={"color": COLORS["feasible"], "dash": "dot"}))
+    baseline = next((t for t in trials if t.trial_id == baseline_trial_id), None)
+    if baseline is not None and _xy(baseline, objective_metric, latency_metric) is not None:
+        fig.add_trace(_trial_trace([baseline], "baseline", objective_metric, latency_metric,
+                                   {"size": 14, "color": COLORS["baseline"], "symbol": "diamond",
+                                    "line": {"width": 1, "color": "black"}}))
     promoted = next((t for t in trials if t.trial_id == promoted_trial_id), None)
     if promoted is not None and _xy(promoted, objective_metric, latency_metric) is not None:
         fig.add_trace(_trial_trace([promoted], "promoted", objective_metric, latency_metric,
