@@ -62,7 +62,10 @@ def test_runs_are_deterministic_and_warmup_is_copied() -> None:
     ("vllm", {"max_num_seqs": 24, "block_size": 32}),
     ("vllm", {"kv_cache_memory_bytes": 2 * 2**30}),  # tight KV: preemptions
     ("sglang", {}),
+    ("vllm", {"enable_chunked_prefill": False, "max_num_batched_tokens": 8192}),
+    ("vllm", {"max_num_partial_prefills": 2, "long_prefill_token_threshold": 1024, "max_num_batched_tokens": 2048}),
     ("sglang", {"mem_fraction_static": 0.14, "page_size": 16}),  # tight KV: retractions
+    ("sglang", {"mem_fraction_static": 0.14, "schedule_policy": "lof", "chunked_prefill_size": 1024}),
 ])
 def test_closed_form_decode_runs_equal_step_by_step(flavour: str, args: dict) -> None:
     """The fast path must not change results: same records as one step at a time."""

@@ -10,14 +10,14 @@ from tuner.sim.cost import Calibration
 
 FITTED = Calibration(
     e_lin=0.6,
-    e_w=0.8,
+    e_w=0.730297,
     e_attn=0.75,
-    e_kv=0.7,
+    e_kv=0.8,
     o_step_s=0.00122474,
     o_tok_s=2.25e-08,
-    launch_per_layer_s=5.51135e-05,
-    eager_mult=1.02567,
-    frontend_s=0.0232184,
+    launch_per_layer_s=9.52361e-05,
+    eager_mult=1.03478,
+    frontend_s=0.0206001,
     allreduce_lat_s=8e-06,
     e_link=0.7,
 )

@@ -130,10 +130,14 @@ class SGLangScheduler(Core):
             if self.waiting:
                 if len(self.running) < self.max_running:
                     k = self._steps_until_admit(k)
-                t_event = math.inf
+                    if self.policy == "fcfs":  # arrivals queue behind the blocked head
+                        t_event = math.inf
+                else:
+                    t_event = math.inf
             if k >= 2:
                 self._decode_run(k, t_event)
-                self.ratio = max(self.min_ratio, self.ratio - self.decay * k)
+                done = len(self.dec_times) - j  # the run may stop early at t_event
+                self.ratio = max(self.min_ratio, self.ratio - self.decay * done)
                 return True
         if not self.n_dec:
             return False
@@ -146,7 +150,7 @@ class SGLangScheduler(Core):
         self._apply_prefix_hit(s)
         page, n, cnt = self.bs, self.n_dec, self.cnt
         rem = s.target - s.L
-        c = min(rem, self.chunk)
+        c = min(self.chunk, self.max_prefill) // page * page if rem > self.chunk else rem
         nb = -(-(s.L + c) // page) - s.blocks
         out_left = min(s.out - s.gen, CLIP_MAX_NEW_TOKENS)
         j = len(self.dec_times)
