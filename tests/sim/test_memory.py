@@ -24,7 +24,7 @@ def test_memory_utilization_above_free_memory_fails_like_vllm() -> None:
 def test_kv_cache_too_small_for_max_model_len_fails_to_start() -> None:
     with pytest.raises(EngineStartError) as e:
         start(gpu_memory_utilization=0.13)  # weights fit, KV holds fewer tokens than one 40960 sequence
-    assert e.value.outcome == "start_failed"
+    assert e.value.outcome == "oom"
     assert "max seq len (40960)" in e.value.reason and "estimated maximum model length" in e.value.reason
     assert start(gpu_memory_utilization=0.13, mml=4096).kv_capacity_tokens >= 4096  # a shorter context fits
 
@@ -38,7 +38,7 @@ def test_weights_larger_than_the_gpu_are_oom() -> None:
 def test_no_room_for_the_cache_blocks() -> None:
     with pytest.raises(EngineStartError) as e:
         start(gpu_memory_utilization=0.1, mml=1024)
-    assert e.value.outcome == "start_failed" and "No available memory for the cache blocks" in e.value.reason
+    assert e.value.outcome == "oom" and "No available memory for the cache blocks" in e.value.reason
 
 
 def test_tensor_parallel_shards_weights_and_kv() -> None:
@@ -48,6 +48,20 @@ def test_tensor_parallel_shards_weights_and_kv() -> None:
     assert start(gpu="H100", shape="llama-3.1-70b", mml=8192, tp=4).kv_capacity_tokens > 100_000
     with pytest.raises(EngineStartError, match="divisible"):
         start(shape="qwen3-8b", tp=3)
+
+
+def test_sim_outcomes_agree_with_the_launcher_classifying_the_same_message() -> None:
+    """The server face prints these reasons and tuner.engines classifies them: both faces must agree."""
+    from tuner.engines.sim import SimEngine
+
+    cases = [("vllm", {"gpu_memory_utilization": 0.999}, 40960), ("vllm", {"gpu_memory_utilization": 0.13}, 40960),
+             ("vllm", {"gpu_memory_utilization": 0.1}, 1024), ("vllm", {"max_num_seqs": 512, "max_num_batched_tokens": 256}, 8192),
+             ("sglang", {"mem_fraction_static": 0.1}, 8192), ("sglang", {"mem_fraction_static": 0.995}, 8192)]
+    for flavour, args, mml in cases:
+        with pytest.raises(EngineStartError) as e:
+            start(flavour, mml=mml, **args)
+        outcome, _ = SimEngine(flavour).classify(1, e.value.reason)
+        assert outcome.value == e.value.outcome, (flavour, args, e.value.reason)
 
 
 def test_vllm_config_checks() -> None:
@@ -74,7 +88,7 @@ def test_sglang_memory_fraction_too_high_fails_in_graph_capture() -> None:
 def test_sglang_memory_fraction_too_low_fails() -> None:
     with pytest.raises(EngineStartError) as e:
         start("sglang", mem_fraction_static=0.1)
-    assert e.value.outcome == "start_failed" and "Not enough memory" in e.value.reason
+    assert e.value.outcome == "oom" and "Not enough memory" in e.value.reason
 
 
 def test_larger_memory_fraction_gives_more_kv() -> None:

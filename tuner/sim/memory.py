@@ -4,7 +4,9 @@ vLLM 0.26 (from the reference logs): KV bytes = gpu_memory_utilization x total -
 activation - non-torch memory; CUDA graphs are captured after the KV cache is allocated, so they
 must fit in what is left. SGLang: mem_fraction_static x total holds weights and the KV pool; the
 rest must hold activations and CUDA graphs. Failures raise EngineStartError with a one-line reason
-worded like the engine's own message, so a launcher classifies the sim like the real thing.
+worded like the engine's own message, so a launcher classifies the sim like the real thing: every
+memory shortfall (including a KV cache too small for max_model_len) is "oom", as tuner.engines
+classifies the real messages; invalid settings are "start_failed".
 """
 
 from __future__ import annotations
@@ -124,7 +126,7 @@ def plan_vllm(shape: ModelShape, gpu: GPU, a: dict[str, Any], max_model_len: int
         kv = want - weights - act - NON_TORCH_GIB
         if kv <= 0:
             raise EngineStartError(
-                "start_failed",
+                "oom",
                 "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` "
                 "when initializing the engine.",
             )
@@ -136,7 +138,7 @@ def plan_vllm(shape: ModelShape, gpu: GPU, a: dict[str, Any], max_model_len: int
     if tokens < max_model_len:
         need = max_model_len * per_tok / GIB
         raise EngineStartError(
-            "start_failed",
+            "oom",
             f"ValueError: To serve at least one request with the models's max seq len ({max_model_len}), "
             f"({need:.2f} GiB KV cache is needed, which is larger than the available KV cache memory "
             f"({kv:.2f} GiB). Based on the available memory, the estimated maximum model length is {tokens}. "
@@ -160,7 +162,7 @@ def plan_sglang(shape: ModelShape, gpu: GPU, a: dict[str, Any], max_model_len: i
         raise _oom(weights, free, total)
     kv = mfs * total - weights
     if kv <= 0:
-        raise EngineStartError("start_failed", "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.")
+        raise EngineStartError("oom", "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.")
     per_tok = shape.kv_bytes_per_token(nb) // tp
     tokens = int(kv * GIB // (per_tok * page)) * page
     act = activation_gib(shape, chunk if chunk > 0 else max_model_len, tp)
@@ -178,7 +180,7 @@ def plan_sglang(shape: ModelShape, gpu: GPU, a: dict[str, Any], max_model_len: i
         )
     if tokens < max_model_len:
         raise EngineStartError(
-            "start_failed",
+            "oom",
             f"RuntimeError: max_total_num_tokens={tokens} is smaller than context_len={max_model_len}. "
             "Please increase --mem-fraction-static or decrease --context-length.",
         )
