@@ -45,6 +45,8 @@ class SimSettings(Strict):
     mode: Literal["virtual", "server"] = "virtual"
     time_scale: float = Field(default=1.0, gt=0)  # server face: >1 runs faster than real time
     faults: dict[str, Any] = {}  # server face fault switches (tests)
+    start_timeout_s: float = Field(default=120, gt=0)  # server face: readiness deadline
+    stop_timeout_s: float = Field(default=30, gt=0)  # server face: SIGTERM -> SIGKILL grace
 
 
 class EngineSettings(Strict):
