@@ -1,9 +1,10 @@
 """Run a servetune study on a GPU host that has no Ray, MLflow or package registry (the H200 device).
 
 The thin path: servetune's own trial (tuner.trial.run_trial: engine server, capacity search with the
-real load generator, outcome mapping) driven by plain Optuna (the study's space via
-tuner.search.space), one trial at a time on GPU 0. What Ray Tune and MLflow add is done later, on a
-machine that has them, from the files this writes (scripts/h200/ingest.py).
+real load generator, outcome mapping) driven by the pipeline's searcher (tuner.search.searcher.SearchCore:
+baseline first, constraints, dedup, Optuna) without Ray Tune: one worker thread per GPU, each trial's
+server pinned to its GPU (CUDA_VISIBLE_DEVICES, as Ray would assign it). What MLflow and the report
+add is done later, on a machine that has them, from the files this writes (scripts/h200/ingest.py).
 
 Why a separate driver: the host runs one command of at most 10 minutes at a time, keeps /tmp only
 while it stays up, and returns at most 8 files. So the study state (Optuna journal, finished trials)
@@ -23,9 +24,11 @@ import os
 import pickle
 import sys
 import tarfile
+import threading
 import time
 import types
 import urllib.request
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +36,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from gpu_sampler import GpuSampler, gpu_state  # noqa: E402
+from gpu_sampler import GpuSampler, gpu_count, gpu_state  # noqa: E402
 
 from tuner.engines import gpu as engine_gpu  # noqa: E402
 from tuner.outcome import TrialOutcome  # noqa: E402
@@ -56,6 +59,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--trials", type=int, default=1, help="trials to run in this command at most")
     p.add_argument("--trial-estimate-s", type=float, default=300.0,
                    help="wall time a trial is assumed to take until one has been measured")
+    p.add_argument("--gpus", type=int, default=0, help="trials at once, one GPU each (default: every visible GPU)")
     p.add_argument("--enqueue", default="", help="JSON list of configs (param -> value) to try before sampling")
     return p.parse_args(argv)
 
@@ -118,6 +122,7 @@ class StudyState:
                 d = json.loads(line)
                 d["outcome"] = TrialOutcome(d["outcome"])
                 self.results.append(TrialResult(**d))
+        self.baseline_issued = any(r.baseline for r in self.results)
         search_core = _import_search_core()
         if self.core_file.exists():
             self.core = pickle.loads(self.core_file.read_bytes())
@@ -139,8 +144,7 @@ def next_plan(st: StudyState, queued: list[dict[str, Any]]) -> TrialPlan | None:
     They are enqueued only once the baseline has been handed out (its own ask takes the queue's head),
     and configs already tried in an earlier command are skipped by Optuna (skip_if_exists).
     """
-    baseline_pending = st.study.search.baseline_first and not any(r.baseline for r in st.results)
-    if not baseline_pending:
+    if st.baseline_issued or not st.study.search.baseline_first:
         engine = st.study.engine_names[0]
         for cfg in queued:
             st.core.optuna.enqueue_trial({f"{engine}.{k}": v for k, v in cfg.items()}, skip_if_exists=True)
@@ -149,42 +153,105 @@ def next_plan(st: StudyState, queued: list[dict[str, Any]]) -> TrialPlan | None:
     if cfg is None:
         return None
     number = int(cfg["number"])
+    st.baseline_issued = st.baseline_issued or bool(cfg["baseline"])
     return TrialPlan(trial_id=f"t{number:03d}", number=number, engine=cfg["engine"], args=dict(cfg["args"]),
                      params=dict(cfg["params"]), baseline=bool(cfg["baseline"]), seed=st.study.seed,
                      notes=list(cfg["notes"]))
 
 
-def run_one(st: StudyState, plan: TrialPlan, trials_dir: Path) -> TrialResult:
-    """One trial with GPU sampling around it, the GPU-free check after it, and the searcher told."""
+_local = threading.local()
+
+
+def _thread_gpu_ids() -> list[int]:
+    """Stands in for tuner.trial._gpu_ids (Ray's assigned GPUs): the GPU this worker thread holds."""
+    gpu = getattr(_local, "gpu", None)
+    return [] if gpu is None else [gpu]
+
+
+def run_one(st: StudyState, plan: TrialPlan, trials_dir: Path, gpu: int, lock: threading.Lock) -> TrialResult:
+    """One trial on one GPU: sampled while it runs, checked free after it, the searcher told."""
     tdir = trials_dir / f"{plan.number:03d}-{plan.trial_id}"
-    before = engine_gpu.snapshot([0])
-    log.info("trial %d%s args=%s", plan.number, " (baseline)" if plan.baseline else "", plan.args)
-    with GpuSampler(period_s=0.5) as sampler:
+    before = engine_gpu.snapshot([gpu])
+    _local.gpu = gpu
+    log.info("trial %d on GPU %d%s args=%s", plan.number, gpu, " (baseline)" if plan.baseline else "", plan.args)
+    t0 = time.time()
+    with GpuSampler(index=gpu, period_s=0.5) as sampler:
         result = run_trial(st.study, plan, tdir, base_dir=REPO)
-    free, detail = engine_gpu.wait_free([0], baseline=before, timeout_s=90)
-    result.notes.append(f"gpu free after stop: {free} ({detail}); now {json.dumps(_short(gpu_state(0)))}")
+    free, detail = engine_gpu.wait_free([gpu], baseline=before, timeout_s=90)
+    result.notes.append(f"gpu {gpu}; ran {t0:.0f}-{time.time():.0f} (epoch s)")
+    result.notes.append(f"gpu free after stop: {free} ({detail}); now {json.dumps(_short(gpu_state(gpu)))}")
     result.metrics.update(sampler.summary())
     (tdir / "gpu_samples.json").write_text(json.dumps(sampler.samples))
-    st.core.tell(plan.number, {
-        "outcome": result.outcome.value, "objective": result.objective, "capacity": result.capacity,
-        "violations": violations(st.study, result) if result.metrics else [1.0] * len(st.study.sla),
-        "latency": result.metrics.get(st.study.objective.latency_metric), "reason": result.reason,
-    })
+    with lock:
+        st.core.tell(plan.number, {
+            "outcome": result.outcome.value, "objective": result.objective, "capacity": result.capacity,
+            "violations": violations(st.study, result) if result.metrics else [1.0] * len(st.study.sla),
+            "latency": result.metrics.get(st.study.objective.latency_metric), "reason": result.reason,
+        })
     if not free:
-        raise RuntimeError(f"GPU not free after trial {plan.number}: {detail}")
+        raise RuntimeError(f"GPU {gpu} not free after trial {plan.number}: {detail}")
     return result
+
+
+def run_trials(st: StudyState, args: argparse.Namespace, gpus: list[int], queued: list[dict[str, Any]],
+               trials_dir: Path, log_file: Path) -> float:
+    """Keep every GPU busy with one trial each until --trials ran or the next would pass --deadline."""
+    lock = threading.Lock()
+    done_walls = [r.wall_s for r in st.results if r.outcome.ran]
+    free = list(gpus)
+    running: dict[Future[TrialResult], int] = {}
+    started = 0
+    stopping = False
+    t_start = time.time()
+    with ThreadPoolExecutor(max_workers=len(gpus), thread_name_prefix="trial") as pool:
+        while True:
+            while free and not stopping and started < args.trials:
+                estimate = max(done_walls) if done_walls else args.trial_estimate_s
+                left = args.deadline - time.time()
+                if left < estimate:
+                    log.info("stop: %.0f s left, a trial is estimated at %.0f s", left, estimate)
+                    stopping = True
+                    break
+                with lock:
+                    plan = next_plan(st, queued)
+                if plan is None:
+                    log.info("stop: the searcher has no config left worth launching")
+                    stopping = True
+                    break
+                gpu = free.pop(0)
+                running[pool.submit(run_one, st, plan, trials_dir, gpu, lock)] = gpu
+                started += 1
+            if not running:
+                break
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for fut in finished:
+                gpu = running.pop(fut)
+                result = fut.result()  # a GPU left busy raises here and ends the command
+                free.append(gpu)
+                with lock:
+                    st.add(result)
+                if result.outcome.ran:
+                    done_walls.append(result.wall_s)
+                log.info("trial %d: %s capacity=%s objective=%s start_s=%s wall_s=%.0f reason=%s", result.number,
+                         result.outcome.value, result.capacity, result.objective, result.start_s, result.wall_s,
+                         result.reason)
+                pack(st, trials_dir, args.out, log_file, elapsed_s=time.time() - t_start, gpus=gpus)
+    return time.time() - t_start
 
 
 def _short(state: dict[str, Any]) -> dict[str, Any]:
     return {k: round(v, 1) if isinstance(v, float) else v for k, v in state.items()}
 
 
-def pack(st: StudyState, trials_dir: Path, out: Path, log_file: Path) -> None:
+def pack(st: StudyState, trials_dir: Path, out: Path, log_file: Path, elapsed_s: float = 0.0,
+         gpus: list[int] | None = None) -> None:
     """Everything so far into --out: trials.parquet, summary.json, and one tarball of the trial folders."""
     out.mkdir(parents=True, exist_ok=True)
     write_trials(out / "trials.parquet", st.results)
     summary = {
         "study": st.study.name,
+        "gpus": gpus or [],
+        "this_command_trials_elapsed_s": round(elapsed_s, 1),
         "trials": [{"number": r.number, "outcome": r.outcome.value, "baseline": r.baseline, "args": r.args,
                     "capacity": r.capacity, "objective": r.objective, "start_s": r.start_s, "wall_s": r.wall_s,
                     "reason": r.reason, "points": [{k: p.get(k) for k in ("load", "feasible", "ttft_ms.p99",
@@ -216,30 +283,14 @@ def main(argv: list[str] | None = None) -> int:
     st = StudyState(study, space, args.state)
     trials_dir = args.state / "trials"
     queued = json.loads(args.enqueue) if args.enqueue else []
-    done_walls = [r.wall_s for r in st.results if r.outcome.ran]
-    log.info("study %s: %d trials already done; deadline in %.0f s", study.name, len(st.results),
+    gpus = list(range(args.gpus if args.gpus else max(1, gpu_count())))
+    log.info("study %s: %d trials already done; GPUs %s; deadline in %.0f s", study.name, len(st.results), gpus,
              args.deadline - time.time())
-    ran = 0
-    while ran < args.trials:
-        estimate = max(done_walls) if done_walls else args.trial_estimate_s
-        left = args.deadline - time.time()
-        if left < estimate:
-            log.info("stop: %.0f s left, a trial is estimated at %.0f s", left, estimate)
-            break
-        plan = next_plan(st, queued)
-        if plan is None:
-            log.info("stop: the searcher has no config left worth launching")
-            break
-        result = run_one(st, plan, trials_dir)
-        st.add(result)
-        ran += 1
-        if result.outcome.ran:
-            done_walls.append(result.wall_s)
-        log.info("trial %d: %s capacity=%s objective=%s start_s=%s wall_s=%.0f reason=%s", result.number,
-                 result.outcome.value, result.capacity, result.objective, result.start_s, result.wall_s,
-                 result.reason)
-        pack(st, trials_dir, args.out, log_file)
-    pack(st, trials_dir, args.out, log_file)
+    import tuner.trial
+
+    tuner.trial._gpu_ids = _thread_gpu_ids  # the worker thread's GPU, where Ray would assign one
+    elapsed = run_trials(st, args, gpus, queued, trials_dir, log_file)
+    pack(st, trials_dir, args.out, log_file, elapsed_s=elapsed, gpus=gpus)
     return 0
 
 

@@ -1,7 +1,9 @@
 #!/bin/bash
 # DEVICE: run (or continue) a servetune study on the H200 within this command's time.
 # usage: bash scripts/h200/run_study.sh STUDY.yaml SECONDS [TRIALS] [ENQUEUE_JSON]
-#   SECONDS: wall time this command may spend on trials (the driver starts no trial it cannot finish)
+#   SECONDS: wall time this command may spend on trials (the driver starts no trial it cannot finish;
+#   15 s past it the driver is stopped, and each trial's server is then ended by its reaper)
+#   Trials run one per GPU at a time, on every GPU the machine has.
 # Needs /tmp/vsite and /tmp/site (scripts/h200/setup_device.sh). Writes trials.parquet, summary.json,
 # trials.tar.gz and driver_stdout.log to $OUT.
 set -u
@@ -14,6 +16,6 @@ export PYTHONUNBUFFERED=1
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export VLLM_CACHE_ROOT=/tmp/vllm_cache TRITON_CACHE_DIR=/tmp/triton_cache
 DEADLINE=$(( $(date +%s) + SECS ))
-python3 scripts/h200/device_study.py "$STUDY" --out "$O" --state "/tmp/st_$NAME" --deadline $DEADLINE \
+timeout $(( SECS + 15 )) python3 scripts/h200/device_study.py "$STUDY" --out "$O" --state "/tmp/st_$NAME" --deadline $DEADLINE \
   --trials "$TRIALS" ${ENQ:+--enqueue "$ENQ"} 2>&1 | tee "$O/driver_stdout.log" | grep -v "^    " | tail -60
 du -sh /tmp/vllm_cache 2>/dev/null
