@@ -11,15 +11,18 @@ the cached load points), random. Reported: best-found / grid-optimum ratios of t
 after 10, 20 and 30 trials per seed, the load points measured (what a GPU pays for), and the SLA
 capacity of the tuned config over the engine-default baseline's.
 
-    .venv/bin/python benchmarks/search_efficiency.py [--seeds 5] [--trials 30] [--grid-points 3]
+    .venv/bin/python benchmarks/search_efficiency.py [--seeds 5] [--trials 30] [--cache-dir runs/bench]
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import pickle
 import statistics
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +38,7 @@ from tuner.spec.load import load_yaml, validate  # noqa: E402
 from tuner.spec.study import Study  # noqa: E402
 
 CHECKPOINTS = (10, 20, 30)
+LANDSCAPE = {"model", "sim", "workload", "capacity", "sla", "objective", "search_space", "seed"}  # cache key
 
 
 class Oracle:
@@ -44,6 +48,19 @@ class Oracle:
         self.study, self.space = study, space
         self.cache: dict[tuple[str, str], dict[str, Any]] = {}
         self.sim_s = 0.0
+
+    def load(self, path: Path | None) -> None:
+        """Reuse evaluations of an earlier run of the same study (the file names the study's hash)."""
+        if path is not None and path.exists():
+            with path.open("rb") as f:
+                self.cache.update(pickle.load(f))
+
+    def save(self, path: Path | None) -> None:
+        if path is not None:
+            tmp = path.with_suffix(".tmp")
+            with tmp.open("wb") as f:
+                pickle.dump(self.cache, f)
+            tmp.replace(path)
 
     def full(self, engine: str, args: dict[str, Any]) -> dict[str, Any]:
         sp = self.space.engines[engine]
@@ -71,19 +88,22 @@ class Oracle:
         return res
 
 
-def load_study(path: Path, algorithm: str, seed: int, trials: int) -> Study:
+def load_study(path: Path, algorithm: str, seed: int, trials: int, sla: str | None = None) -> Study:
     data = load_yaml(path)
+    if sla:
+        data["sla"] = [t for t in sla.split(",") if t.strip()]
     data["seed"] = seed
     data["search"] = {**(data.get("search") or {}), "algorithm": algorithm}
     data["budget"] = {**(data.get("budget") or {}), "trials": trials}
     return validate(Study, data, str(path))
 
 
-def grid_optimum(oracle: Oracle, points: int) -> tuple[float, dict[str, Any], int]:
-    """Best objective over the space's grid (repaired configs; rejected ones skipped)."""
+def grid_optimum(oracle: Oracle, points: int, knobs: list[str]) -> tuple[float, dict[str, Any], int]:
+    """Best objective over a grid of the given knobs (others at engine defaults; repaired, rejects skipped)."""
     best, best_cfg, n = float("-inf"), {}, 0
     for engine, sp in oracle.space.engines.items():
-        for values in sp.grid(points):
+        narrowed = replace(sp, params={k: p for k, p in sp.params.items() if not knobs or k in knobs})
+        for values in narrowed.grid(points):
             try:
                 args, _ = sp.apply_constraints(values)
             except Rejected:
@@ -132,17 +152,29 @@ def main() -> None:
     ap.add_argument("--study", type=Path, default=ROOT / "studies" / "default.yaml")
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--trials", type=int, default=30)
-    ap.add_argument("--grid-points", type=int, default=3)
+    ap.add_argument("--grid-points", type=int, default=4)
+    ap.add_argument("--grid-knobs", default="max_num_seqs,max_num_batched_tokens,gpu_memory_utilization,"
+                    "enable_chunked_prefill", help="knobs the reference grid spans ('' = all)")
     ap.add_argument("--methods", default="tpe,tpe+rung,random")
+    ap.add_argument("--cache-dir", type=Path, default=None, help="keep simulator evaluations here between runs")
+    ap.add_argument("--sla", default=None, help="replace the study's SLA, e.g. 'p99_ttft_ms<=1500,p99_tpot_ms<=40'")
     a = ap.parse_args()
 
-    base = load_study(a.study, "tpe", 0, a.trials)
+    base = load_study(a.study, "tpe", 0, a.trials, a.sla)
     space = build_space(base, a.study.parent)
     oracle = Oracle(base, space)  # workload seed fixed: one landscape for every method and seed
+    cache = None
+    if a.cache_dir is not None:
+        a.cache_dir.mkdir(parents=True, exist_ok=True)
+        digest = hashlib.sha256(base.model_dump_json(include=LANDSCAPE).encode()).hexdigest()[:16]
+        cache = a.cache_dir / f"search-efficiency-{digest}.pkl"
+        oracle.load(cache)
     t0 = time.perf_counter()
-    opt, opt_cfg, n_grid = grid_optimum(oracle, a.grid_points)
+    knobs = [k for k in a.grid_knobs.split(",") if k]
+    opt, opt_cfg, n_grid = grid_optimum(oracle, a.grid_points, knobs)
+    oracle.save(cache)
     print(f"study {base.name}: sla {', '.join(str(t) for t in base.sla)}; objective {base.objective.metric}")
-    print(f"grid: {n_grid} configs ({a.grid_points} points per range), optimum {opt:.1f} at {opt_cfg} "
+    print(f"grid: {n_grid} configs ({a.grid_points} points per range over {knobs or 'all knobs'}), optimum {opt:.1f} at {opt_cfg} "
           f"[{time.perf_counter() - t0:.0f} s]")
     checkpoints = [c for c in CHECKPOINTS if c <= a.trials] or [a.trials]
     summary: dict[str, dict[str, Any]] = {}
@@ -152,7 +184,7 @@ def main() -> None:
         caps, pts = [], []
         base_cap = None
         for seed in range(a.seeds):
-            run = run_search(oracle, load_study(a.study, algo, seed, a.trials), a.trials, rung)
+            run = run_search(oracle, load_study(a.study, algo, seed, a.trials, a.sla), a.trials, rung)
             row = []
             for c in checkpoints:
                 v = run["best_by_n"][min(c, len(run["best_by_n"])) - 1] if run["best_by_n"] else None
@@ -172,7 +204,8 @@ def main() -> None:
         print(f"{method:>9} median ratio " + " ".join(f"@{c}={med[c]:.3f}" for c in checkpoints)
               + f"  hits>=95% at {checkpoints[-1]}: {hits}/{a.seeds}  mean load points per search: "
               f"{statistics.mean(pts):.0f}")
-    print(f"simulated {len(oracle.cache)} distinct configs in {oracle.sim_s:.0f} s")
+    oracle.save(cache)
+    print(f"simulated {len(oracle.cache)} distinct configs ({oracle.sim_s:.0f} s in this run)")
     last = checkpoints[-1]
     tpe, rnd = summary.get("tpe") or summary.get("tpe+rung"), summary.get("random")
     if tpe is None or rnd is None:
