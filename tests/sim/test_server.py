@@ -236,3 +236,31 @@ def test_real_time_pacing_follows_the_virtual_model() -> None:
     r_e2e = sum(b for _, b in results) / n * scale
     assert 0.8 * v_e2e < r_e2e < 2.0 * v_e2e, (r_e2e, v_e2e)  # measured: 1.02-1.34x here, under load
     assert 0.5 * v_ttft < r_ttft < 3.0 * v_ttft + 0.05, (r_ttft, v_ttft)
+
+
+def test_hang_after_n_and_never_ready() -> None:
+    s = Server("--fault-hang-after", "1")
+    try:
+        s.wait_ready()
+        with s.post("/v1/completions", {"prompt": "a b", "max_tokens": 4}) as resp:
+            assert json.loads(resp.read())["usage"]["completion_tokens"] == 4
+        with pytest.raises(TimeoutError):
+            s.post("/v1/completions", {"prompt": "a b", "max_tokens": 4}, timeout=2).read()
+        assert s.get("/health") == ""  # a wedged engine still answers health checks
+    finally:
+        s.stop()
+    s = Server("--fault-never-ready")
+    try:
+        deadline = time.monotonic() + 30
+        code = None
+        while time.monotonic() < deadline and code is None:
+            try:
+                s.get("/health")
+                code = 200
+            except urllib.error.HTTPError as e:
+                code = e.code
+            except urllib.error.URLError:
+                time.sleep(0.1)
+        assert code == 503 and s.proc.poll() is None
+    finally:
+        s.stop()
