@@ -37,6 +37,7 @@ def main() -> None:
     ap.add_argument("--child", action="store_true", help="leave a SIGTERM-ignoring child in the group")
     ap.add_argument("--no-reuse", action="store_true", help="bind without SO_REUSEADDR")
     ap.add_argument("--metrics-prefix", default="vllm:")
+    ap.add_argument("--fail-and-linger", default=None, help="print this fatal line, then never exit")
     args, extra = ap.parse_known_args()
     t0 = time.monotonic()
     print(f"standin: pid {os.getpid()} starting on {args.host}:{args.port}", flush=True)
@@ -47,6 +48,10 @@ def main() -> None:
         code = "import signal,time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)"
         child = subprocess.Popen([sys.executable, "-c", code])
         print(f"standin: child pid {child.pid}", flush=True)
+    if args.fail_and_linger:
+        print("ValueError: No common block size for 16 (CPU_ATTN: [MultipleOf(32)]).", file=sys.stderr)
+        print(args.fail_and_linger, file=sys.stderr, flush=True)
+        time.sleep(600)
     if args.exit_code is not None:
         time.sleep(args.exit_after)
         for line in args.message:

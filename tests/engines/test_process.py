@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -75,6 +76,22 @@ def test_never_ready_is_a_timeout_and_is_stopped(standin: list[str], tmp_path: P
     assert 2 <= time.monotonic() - t < 30
     assert err.value.outcome == TrialOutcome.TIMEOUT.value
     assert "/health" in err.value.reason
+    assert not _alive(srv.pid)
+
+
+def test_fatal_line_then_lingering_is_stopped_early(standin: list[str], tmp_path: Path) -> None:
+    """vLLM can log its fatal start error and take minutes to exit: stop it after a short grace."""
+    port, sock = reserve_port()
+    srv = ServerProcess([*standin, "--port", str(port), "--fail-and-linger",
+                         "RuntimeError: Engine core initialization failed. See root cause above."],
+                        env={}, log_path=tmp_path / "e.log", host="127.0.0.1", port=port, ready_timeout_s=60,
+                        port_socket=sock, fatal=re.compile("Engine core initialization failed"), fatal_grace_s=1)
+    t = time.monotonic()
+    with pytest.raises(EngineStartError) as err, srv:
+        pass
+    assert time.monotonic() - t < 30
+    assert err.value.outcome == TrialOutcome.START_FAILED.value
+    assert "No common block size for 16" in err.value.reason and "fatal start error" in err.value.reason
     assert not _alive(srv.pid)
 
 

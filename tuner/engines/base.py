@@ -7,6 +7,7 @@ helper (tuner.engines.process), and asks `classify` what a failure means.
 
 from __future__ import annotations
 
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -43,6 +44,7 @@ def flag(name: str) -> str:
 class Engine(ABC):
     name: ClassVar[str]
     metrics_prefix: ClassVar[str]  # "vllm:" or "sglang:"
+    fatal_start: ClassVar[re.Pattern[str] | None] = None  # a log line meaning "start failed for good"
 
     @abstractmethod
     def argv(self, args: Mapping[str, Any], launch: LaunchSpec) -> list[str]:
@@ -88,4 +90,5 @@ class Engine(ABC):
             classify=self.classify,
             port_socket=port_socket if port_socket is not None else launch.port_socket,
             gpu_ids=launch.gpu_ids,
+            fatal=self.fatal_start,
         )

@@ -11,7 +11,8 @@ Why each piece:
   SO_REUSEADDR, which the kernel allows beside a bound, non-listening socket);
 - the engine runs in its own session/process group, so stopping it stops its workers too, and a
   small reaper process kills that group if servetune itself dies without stopping it;
-- readiness fails fast when the process exits and times out at a deadline; both raise
+- readiness fails fast when the process exits (or logs the engine's fatal start error and lingers),
+  and times out at a deadline; all raise
   EngineStartError with an outcome and the engine's own message (tuner.engines.failures);
 - stop: SIGTERM to the group, SIGKILL after stop_timeout_s, wait until no member is left, then
   (on GPU hosts) wait until the trial's GPUs are free again.
@@ -20,6 +21,7 @@ Why each piece:
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import signal
 import socket
@@ -130,6 +132,8 @@ class ServerProcess:
         port_socket: socket.socket | None = None,
         gpu_ids: Sequence[int] = (),
         gpu_free_timeout_s: float = 120,
+        fatal: re.Pattern[str] | None = None,
+        fatal_grace_s: float = 5,
         health_path: str = "/health",
         models_path: str = "/v1/models",
         poll_s: float = 0.25,
@@ -146,6 +150,8 @@ class ServerProcess:
         self.gpu_ids = list(gpu_ids)
         self.gpu_free_timeout_s = gpu_free_timeout_s
         self.health_path, self.models_path, self.poll_s = health_path, models_path, poll_s
+        self.fatal, self.fatal_grace_s = fatal, fatal_grace_s  # engine's "start failed for good" line
+        self._log_offset = 0
         self.pid = -1
         self.start_seconds = float("nan")
         self.gpu_free: tuple[bool, str] = (True, "no GPU check")
@@ -205,10 +211,15 @@ class ServerProcess:
         """Poll /health then the model list until both answer; fail fast if the process exits."""
         assert self._proc is not None, "start() first"
         deadline = self._t0 + self.ready_timeout_s
+        fatal_seen: float | None = None
         while True:
             rc = self._proc.poll()
             if rc is not None:
                 self._fail(rc)
+            if fatal_seen is None and self._fatal_in_log():
+                fatal_seen = time.monotonic()
+            if fatal_seen is not None and time.monotonic() - fatal_seen >= self.fatal_grace_s:
+                self._fail(None, fatal=True)  # it said it failed but lingers (vLLM can, for minutes)
             status, _ = http_get(self.base_url + self.health_path, timeout_s=2)
             if status == 200:
                 status, _ = http_get(self.base_url + self.models_path, timeout_s=5)
@@ -220,9 +231,28 @@ class ServerProcess:
                 self._fail(None)
             time.sleep(self.poll_s)
 
-    def _fail(self, returncode: int | None) -> None:
+    def _fatal_in_log(self) -> bool:
+        """New log text since the last look contains the engine's "start failed for good" line."""
+        if self.fatal is None:
+            return False
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(max(0, self._log_offset - 4096))  # a line may straddle two looks
+                data = f.read()
+                self._log_offset = f.tell()
+        except OSError:
+            return False
+        return bool(self.fatal.search(data.decode("utf-8", "replace")))
+
+    def _fail(self, returncode: int | None, fatal: bool = False) -> None:
         tail = self.log_tail(CLASSIFY_LINES)
         self.stop()
+        if fatal:
+            outcome, reason = self.classify(self._proc.returncode if self._proc else None, tail)
+            if outcome is TrialOutcome.TIMEOUT:  # the engine said it failed: not a slow start
+                outcome = TrialOutcome.START_FAILED
+            raise EngineStartError(TrialOutcome(outcome).value,
+                                   f"{reason} [stopped {self.fatal_grace_s:g}s after its fatal start error]")
         outcome, reason = self.classify(returncode, tail)
         if returncode is None and outcome is TrialOutcome.TIMEOUT:
             reason = f"no answer on {self.health_path} within {self.ready_timeout_s:g}s; {reason}"

@@ -8,6 +8,7 @@ Metrics need `--enable-metrics` (added always); the resolved config comes from /
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -36,6 +37,7 @@ class SGLangEngine(ServerEngine):
     reserved = frozenset({"model_path", "model", "host", "port", "served_model_name", "tokenizer_path",
                           "trust_remote_code", "enable_metrics"})
     patterns = SGLANG_PATTERNS
+    fatal_start = re.compile(r"Received sigquit from a child process|Scheduler hit an exception")
     negatable_by_default = False
 
     def model_flags(self, model: ModelSpec, launch: LaunchSpec | None, args: Mapping[str, Any]) -> list[str]:

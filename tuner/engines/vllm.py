@@ -8,6 +8,7 @@ which servetune logs next to what the trial asked for.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -35,6 +36,8 @@ class VLLMEngine(ServerEngine):
     reserved = frozenset({"model", "model_tag", "host", "port", "served_model_name", "tokenizer",
                           "trust_remote_code", "uds"})
     patterns = VLLM_PATTERNS
+    # After these, vLLM's API server can take minutes to exit (seen on 0.32 CPU): stop it sooner.
+    fatal_start = re.compile(r"Engine core initialization failed|EngineCore failed to start")
     # vLLM's engine arguments are BooleanOptionalAction (`--no-enable-prefix-caching`); these few
     # front-end switches are not (seen in vLLM 0.32's parser). The parser, when importable, decides.
     negatable_by_default = True
