@@ -2,8 +2,8 @@
 
 The thin path: servetune's own trial (tuner.trial.run_trial: engine server, capacity search with the
 real load generator, outcome mapping) driven by the pipeline's searcher (tuner.search.searcher.SearchCore:
-baseline first, constraints, dedup, Optuna) without Ray Tune: one worker thread per GPU, each trial's
-server pinned to its GPU (CUDA_VISIBLE_DEVICES, as Ray would assign it). What MLflow and the report
+baseline first, constraints, dedup, Optuna) without Ray Tune: one trial per GPU at a time, each in its
+own process with its server pinned to its GPU (CUDA_VISIBLE_DEVICES, as Ray would assign it). What MLflow and the report
 add is done later, on a machine that has them, from the files this writes (scripts/h200/ingest.py).
 
 Why a separate driver: the host runs one command of at most 10 minutes at a time, keeps /tmp only
@@ -20,15 +20,15 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import multiprocessing
 import os
 import pickle
 import sys
 import tarfile
-import threading
 import time
 import types
 import urllib.request
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
@@ -159,51 +159,55 @@ def next_plan(st: StudyState, queued: list[dict[str, Any]]) -> TrialPlan | None:
                      notes=list(cfg["notes"]))
 
 
-_local = threading.local()
+def run_one(study_path: str, plan: TrialPlan, tdir: str, gpu: int) -> TrialResult:
+    """One trial on one GPU, in its own process: sampled while it runs, checked free after it.
 
+    A process per trial (not a thread): each trial's load generator streams thousands of tokens per
+    second, and two of them sharing one interpreter's GIL would add client-side delay to the very
+    latencies they measure. The process pins the trial's server to `gpu` through tuner.trial's
+    GPU lookup, which under Ray returns the GPUs Ray assigned.
+    """
+    import tuner.trial
 
-def _thread_gpu_ids() -> list[int]:
-    """Stands in for tuner.trial._gpu_ids (Ray's assigned GPUs): the GPU this worker thread holds."""
-    gpu = getattr(_local, "gpu", None)
-    return [] if gpu is None else [gpu]
-
-
-def run_one(st: StudyState, plan: TrialPlan, trials_dir: Path, gpu: int, lock: threading.Lock) -> TrialResult:
-    """One trial on one GPU: sampled while it runs, checked free after it, the searcher told."""
-    tdir = trials_dir / f"{plan.number:03d}-{plan.trial_id}"
+    logging.basicConfig(level=logging.INFO, format=f"%(asctime)s %(levelname)s gpu{gpu} %(name)s: %(message)s",
+                        handlers=[logging.StreamHandler(sys.stdout)])
+    tuner.trial._gpu_ids = lambda: [gpu]  # type: ignore[assignment]
+    study = load_study(Path(study_path))
+    if study.engine_names[0] == "vllm":
+        reset_prefix_cache_between_points()
     before = engine_gpu.snapshot([gpu])
-    _local.gpu = gpu
-    log.info("trial %d on GPU %d%s args=%s", plan.number, gpu, " (baseline)" if plan.baseline else "", plan.args)
     t0 = time.time()
     with GpuSampler(index=gpu, period_s=0.5) as sampler:
-        result = run_trial(st.study, plan, tdir, base_dir=REPO)
+        result = run_trial(study, plan, Path(tdir), base_dir=REPO)
     free, detail = engine_gpu.wait_free([gpu], baseline=before, timeout_s=90)
     result.notes.append(f"gpu {gpu}; ran {t0:.0f}-{time.time():.0f} (epoch s)")
     result.notes.append(f"gpu free after stop: {free} ({detail}); now {json.dumps(_short(gpu_state(gpu)))}")
     result.metrics.update(sampler.summary())
-    (tdir / "gpu_samples.json").write_text(json.dumps(sampler.samples))
-    with lock:
-        st.core.tell(plan.number, {
-            "outcome": result.outcome.value, "objective": result.objective, "capacity": result.capacity,
-            "violations": violations(st.study, result) if result.metrics else [1.0] * len(st.study.sla),
-            "latency": result.metrics.get(st.study.objective.latency_metric), "reason": result.reason,
-        })
+    (Path(tdir) / "gpu_samples.json").write_text(json.dumps(sampler.samples))
     if not free:
         raise RuntimeError(f"GPU {gpu} not free after trial {plan.number}: {detail}")
     return result
 
 
+def tell(st: StudyState, plan: TrialPlan, result: TrialResult) -> None:
+    st.core.tell(plan.number, {
+        "outcome": result.outcome.value, "objective": result.objective, "capacity": result.capacity,
+        "violations": violations(st.study, result) if result.metrics else [1.0] * len(st.study.sla),
+        "latency": result.metrics.get(st.study.objective.latency_metric), "reason": result.reason,
+    })
+
+
 def run_trials(st: StudyState, args: argparse.Namespace, gpus: list[int], queued: list[dict[str, Any]],
                trials_dir: Path, log_file: Path) -> float:
     """Keep every GPU busy with one trial each until --trials ran or the next would pass --deadline."""
-    lock = threading.Lock()
     done_walls = [r.wall_s for r in st.results if r.outcome.ran]
     free = list(gpus)
-    running: dict[Future[TrialResult], int] = {}
+    running: dict[Future[TrialResult], tuple[int, TrialPlan]] = {}
     started = 0
     stopping = False
     t_start = time.time()
-    with ThreadPoolExecutor(max_workers=len(gpus), thread_name_prefix="trial") as pool:
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=len(gpus), mp_context=ctx, max_tasks_per_child=1) as pool:
         while True:
             while free and not stopping and started < args.trials:
                 estimate = max(done_walls) if done_walls else args.trial_estimate_s
@@ -212,24 +216,26 @@ def run_trials(st: StudyState, args: argparse.Namespace, gpus: list[int], queued
                     log.info("stop: %.0f s left, a trial is estimated at %.0f s", left, estimate)
                     stopping = True
                     break
-                with lock:
-                    plan = next_plan(st, queued)
+                plan = next_plan(st, queued)
                 if plan is None:
                     log.info("stop: the searcher has no config left worth launching")
                     stopping = True
                     break
                 gpu = free.pop(0)
-                running[pool.submit(run_one, st, plan, trials_dir, gpu, lock)] = gpu
+                tdir = trials_dir / f"{plan.number:03d}-{plan.trial_id}"
+                log.info("trial %d on GPU %d%s args=%s", plan.number, gpu, " (baseline)" if plan.baseline else "",
+                         plan.args)
+                running[pool.submit(run_one, str(args.study), plan, str(tdir), gpu)] = (gpu, plan)
                 started += 1
             if not running:
                 break
             finished, _ = wait(running, return_when=FIRST_COMPLETED)
             for fut in finished:
-                gpu = running.pop(fut)
+                gpu, plan = running.pop(fut)
                 result = fut.result()  # a GPU left busy raises here and ends the command
                 free.append(gpu)
-                with lock:
-                    st.add(result)
+                tell(st, plan, result)
+                st.add(result)
                 if result.outcome.ran:
                     done_walls.append(result.wall_s)
                 log.info("trial %d: %s capacity=%s objective=%s start_s=%s wall_s=%.0f reason=%s", result.number,
@@ -277,8 +283,6 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
                         handlers=[logging.StreamHandler(sys.stdout), logging.FileHandler(log_file)])
     study = load_study(args.study)
-    if study.engine_names[0] == "vllm":
-        reset_prefix_cache_between_points()
     space = build_space(study, REPO)
     st = StudyState(study, space, args.state)
     trials_dir = args.state / "trials"
@@ -286,9 +290,6 @@ def main(argv: list[str] | None = None) -> int:
     gpus = list(range(args.gpus if args.gpus else max(1, gpu_count())))
     log.info("study %s: %d trials already done; GPUs %s; deadline in %.0f s", study.name, len(st.results), gpus,
              args.deadline - time.time())
-    import tuner.trial
-
-    tuner.trial._gpu_ids = _thread_gpu_ids  # the worker thread's GPU, where Ray would assign one
     elapsed = run_trials(st, args, gpus, queued, trials_dir, log_file)
     pack(st, trials_dir, args.out, log_file, elapsed_s=elapsed, gpus=gpus)
     return 0
