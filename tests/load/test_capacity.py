@@ -125,8 +125,9 @@ def test_http_capacity_with_early_stop(fake_server: Callable[..., Any]) -> None:
     wl = validate(Workload, {"classes": [{"name": "a", "weight": 1, "input": {"dist": "fixed", "value": 8},
                                           "output": {"dist": "fixed", "value": 10}}], "warmup_requests": 2}, "t")
     settings = CapacitySettings(mode="rate", low=8, high=1024, tolerance=0.1, max_points=6, duration_s=1.5)
-    res = find_capacity(HttpTarget(srv.url, "fake"), wl, parse_sla("p99_ttft_ms<=150"), settings, seed=0)
-    assert res.capacity is not None and 16 <= res.capacity < 128, [(p.load, p.violation) for p in res.points]
+    res = find_capacity(HttpTarget(srv.url, "fake"), wl, parse_sla("p99_ttft_ms<=250"), settings, seed=0)
+    # 2 slots of ~28 ms serve ~70 req/s: 128 req/s is far over; 8 is easy even on a busy machine
+    assert res.capacity is not None and 8 <= res.capacity < 128, [(p.load, p.violation) for p in res.points]
     stopped = [p for p in res.points if p.stopped_early]
     assert stopped and all(not p.feasible for p in stopped)
     assert all(math.isfinite(p.summary["requests_per_s"]) for p in res.points)

@@ -41,3 +41,35 @@ def test_data_without_space_and_unterminated_last_event() -> None:
     assert p.feed(b'data:{"x":1}\n\ndata: tail') == [b'{"x":1}']
     assert p.close() == [b"tail"]
     assert json.loads(b'{"x":1}') == {"x": 1}
+
+
+def test_stream_reader_classifies_events_like_a_json_parse() -> None:
+    from tuner.load.stream import StreamReader
+
+    events = [
+        {"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]},  # chat role chunk: no token
+        {"choices": [{"index": 0, "delta": {"content": "Hi"}}]},
+        {"choices": [{"index": 0, "delta": {"reasoning_content": "hmm", "content": None}}]},
+        {"choices": [{"index": 0, "text": "\"quoted\"", "logprobs": None, "finish_reason": None}]},
+        {"choices": [{"index": 0, "text": "", "finish_reason": "length"}], "usage": None},
+        {"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 7, "total_tokens": 10}},
+    ]
+    for sep in ((",", ":"), (", ", ": ")):  # vLLM's compact JSON and Python's default spacing
+        stream = b"".join(b"data: " + json.dumps(e, separators=sep).encode() + b"\n\n" for e in events)
+        times: list[float] = []
+        r = StreamReader(times)
+        for i in range(0, len(stream), 5):
+            r.feed(stream[i:i + 5], float(i))
+        r.feed(b"data: [DONE]\n\n", 1e6)
+        assert len(times) == 3 and r.first == times[0] and r.usage_tokens == 7 and r.done and r.error is None
+
+
+def test_stream_reader_reports_errors() -> None:
+    from tuner.load.stream import StreamReader
+
+    r = StreamReader([])
+    r.feed(b'data: {"object": "error", "message": "KV cache full", "code": 500}\n\n', 0.0)
+    assert r.error == "stream error: KV cache full" and not r.done
+    r = StreamReader([])
+    r.feed(b'data: {"error": {"message": "boom"}}\n\n', 0.0)
+    assert r.error == "stream error: boom"

@@ -34,7 +34,12 @@ ABNORMAL_LONG = RequestClass(
 
 PROFILES: dict[str, list[RequestClass]] = {
     "static": [RequestClass(name="static", weight=1.0, input=Fixed(value=2048), output=Fixed(value=512))],
-    "dynamic": [CUSTOMER_SERVICE, EDUCATION, CODE_COMPLETION],
+    # The seeds' real-traffic mix: customer service, documents and code at 3:5:2.
+    "dynamic": [
+        CUSTOMER_SERVICE.model_copy(update={"weight": 3.0}),
+        EDUCATION.model_copy(update={"weight": 5.0}),
+        CODE_COMPLETION.model_copy(update={"weight": 2.0}),
+    ],
     "mixed": [
         CUSTOMER_SERVICE.model_copy(update={"weight": 3.0}),
         EDUCATION.model_copy(update={"weight": 5.0}),

@@ -19,7 +19,7 @@ import aiohttp
 from tuner.load.earlystop import LiveView
 from tuner.load.probes import GpuSampler, sample_gpus, scrape_metrics
 from tuner.load.prompts import PromptBuilder
-from tuner.load.sse import SSEParser
+from tuner.load.stream import BatchClock, StreamReader
 from tuner.records import Request, RequestRecord
 
 if TYPE_CHECKING:
@@ -103,6 +103,7 @@ class HttpTarget:
         and a reason ends the run (in-flight requests cancelled); `send_until_s` stops sending
         new requests after that many seconds and lets those in flight finish."""
         self.last_probes, self.stopped_early = [], None
+        self._clock = BatchClock(asyncio.get_running_loop())
         warm = [r for r in requests if r.warmup]
         measured = [r for r in requests if not r.warmup]
         connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
@@ -251,40 +252,17 @@ class HttpTarget:
             finished(rec)
 
     async def _stream(self, resp: aiohttp.ClientResponse, rec: RequestRecord, t0: float) -> None:
-        parser = SSEParser()
-        perf = time.perf_counter
-        times = rec.token_times
-        loads = json.loads
-        usage_tokens: int | None = None
-        done = False
+        reader = StreamReader(rec.token_times)
+        clock = self._clock.now
         async for chunk in resp.content.iter_any():
-            now = perf() - t0
-            for data in parser.feed(chunk):
-                if data == b"[DONE]":
-                    done = True
-                    continue
-                obj = loads(data)
-                choices = obj.get("choices")
-                if choices:
-                    c = choices[0]
-                    text = c.get("text")
-                    if text is None:
-                        delta = c.get("delta") or {}
-                        text = delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning")
-                    if text:
-                        if not times:
-                            rec.first_token_s = now
-                        times.append(now)
-                elif "error" in obj or obj.get("object") == "error":
-                    err = obj.get("error", obj)
-                    msg = err.get("message", err) if isinstance(err, dict) else err
-                    rec.error = f"stream error: {msg}"[:200]
-                usage = obj.get("usage")
-                if usage and usage.get("completion_tokens") is not None:
-                    usage_tokens = int(usage["completion_tokens"])
-        rec.done_s = perf() - t0
-        rec.output_tokens = usage_tokens if usage_tokens is not None else len(times)
-        if rec.error is None and not done:
+            reader.feed(chunk, clock() - t0)
+        now = time.perf_counter() - t0
+        reader.close(now)
+        rec.first_token_s = reader.first
+        rec.done_s = now
+        rec.output_tokens = reader.usage_tokens if reader.usage_tokens is not None else len(rec.token_times)
+        rec.error = rec.error or reader.error
+        if rec.error is None and not reader.done:
             rec.error = "stream ended without [DONE]"
 
     # ---- probes ---------------------------------------------------------------------------------

@@ -1,0 +1,88 @@
+"""Reading one OpenAI-style token stream (completions or chat) cheaply and timing it right.
+
+`StreamReader.feed(bytes, now)` runs the SSE parser and classifies each event. A chunk that carries
+text (`choices[0].text`, or `delta.content` / `reasoning_content` / `reasoning`) is a streamed
+token, found by a byte pattern instead of a JSON parse (the hot path: one event per token); events
+with `usage` or `error` are parsed as JSON. An empty text (e.g. chat's first, role-only chunk) is
+no token.
+
+`BatchClock` gives every stream read in one pass of the event loop the same timestamp: the time
+the pass began handling readable sockets. All of that data was in before the pass began, so
+the stamp is still an upper bound of each chunk's arrival, but it no longer grows with the
+number of streams handled before it in the pass (a batching engine writes to all of them at once).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+
+from tuner.load.sse import SSEParser
+
+_TEXT = re.compile(rb'"(?:text|content|reasoning_content|reasoning)"\s*:\s*"(?!")')
+_PARSE = re.compile(rb'"usage"\s*:\s*\{|"error"|"object"\s*:\s*"error"')
+
+
+class BatchClock:
+    __slots__ = ("_loop", "_t")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._t: float | None = None
+
+    def now(self) -> float:
+        t = self._t
+        if t is None:
+            t = self._t = time.perf_counter()
+            self._loop.call_soon(self._reset)  # runs at the start of the next pass
+        return t
+
+    def _reset(self) -> None:
+        self._t = None
+
+
+class StreamReader:
+    __slots__ = ("done", "error", "first", "parser", "times", "usage_tokens")
+
+    def __init__(self, times: list[float]) -> None:
+        self.parser = SSEParser()
+        self.times = times
+        self.first: float | None = None
+        self.usage_tokens: int | None = None
+        self.error: str | None = None
+        self.done = False
+
+    def feed(self, chunk: bytes, now: float) -> None:
+        for data in self.parser.feed(chunk):
+            self._event(data, now)
+
+    def close(self, now: float) -> None:
+        for data in self.parser.close():
+            self._event(data, now)
+
+    def _event(self, data: bytes, now: float) -> None:
+        if data == b"[DONE]":
+            self.done = True
+            return
+        if _TEXT.search(data) is not None:
+            if self.first is None:
+                self.first = now
+            self.times.append(now)
+        if _PARSE.search(data) is None:
+            return
+        try:
+            obj = json.loads(data)
+        except ValueError:
+            self.error = f"bad stream chunk: {data[:80]!r}"
+            return
+        if not isinstance(obj, dict):
+            return
+        usage = obj.get("usage")
+        if isinstance(usage, dict) and usage.get("completion_tokens") is not None:
+            self.usage_tokens = int(usage["completion_tokens"])
+        if "error" in obj or obj.get("object") == "error":
+            err = obj.get("error", obj)
+            msg = err.get("message", err) if isinstance(err, dict) else err
+            self.error = f"stream error: {msg}"[:200]
