@@ -264,3 +264,18 @@ def test_hang_after_n_and_never_ready() -> None:
         assert code == 503 and s.proc.poll() is None
     finally:
         s.stop()
+
+
+def test_client_disconnect_aborts_the_request(server: Server) -> None:
+    body = {"prompt": " ".join(["w"] * 100), "max_tokens": 5000, "stream": True}
+    resp = server.post("/v1/completions", body)
+    resp.readline()
+    resp.close()  # the client goes away mid-stream
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        m = server.get("/metrics")
+        if metric(m, "vllm:num_requests_running") == 0 and metric(m, "vllm:kv_cache_usage_perc") == 0:
+            break
+        time.sleep(0.1)
+    assert metric(m, "vllm:num_requests_running") == 0
+    assert metric(m, "vllm:request_success_total") == 0

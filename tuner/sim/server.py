@@ -290,7 +290,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     server = SimServer(engine, names, a.model, a.flavour, a.time_scale, faults)
     print(f"INFO Starting server on http://{a.host}:{a.port} (pid {os.getpid()})", flush=True)
     web.run_app(server.app(), host=a.host, port=a.port, print=None, access_log=None, handle_signals=True,
-                shutdown_timeout=1.0)
+                shutdown_timeout=1.0, handler_cancellation=True)  # a client that goes away aborts its request
 
 
 if __name__ == "__main__":
