@@ -159,7 +159,7 @@ def shape_for(model_name: str) -> str:
     base = base.replace("meta-llama-", "llama-").replace("llama3", "llama-3")
     for suffix in ("-instruct", "-base", "-fp8", "-dummy", "-awq"):
         base = base.replace(suffix, "")
-    base = base.replace("llama-3.1-8b", "llama-3.1-8b").replace("llama-3-1", "llama-3.1")
+    base = base.replace("llama-3-1", "llama-3.1")
     names = known_shapes()
     if base in names:
         return base

@@ -24,7 +24,7 @@ class VLLMScheduler(Core):
         self.chunked: bool = cfg["enable_chunked_prefill"]
         self.max_partial: int = max(1, cfg["max_num_partial_prefills"])
         thr = cfg["long_prefill_token_threshold"] or 0
-        self.threshold: int = thr if thr > 0 and self.max_partial > 1 else self.mbt
+        self.threshold: int = thr if thr > 0 else self.mbt  # V1 caps every chunk at the threshold when set
 
     def _newest(self) -> Seq:
         return self.running[next(reversed(self.running))]
