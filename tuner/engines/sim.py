@@ -91,7 +91,7 @@ class SimEngine(Engine):
                             "write engine arguments as snake_case names, e.g. max_num_seqs")
         base = [
             sys.executable, "-m", "tuner.sim.server",
-            "--model", launch.model.client_name,
+            "--model", launch.model.name, "--served-model-name", launch.model.client_name,
             "--host", launch.host, "--port", str(launch.port),
             "--flavour", s.flavour, "--gpu", s.gpu, "--shape", self.shape(launch),
             "--max-model-len", str(launch.model.max_model_len), "--time-scale", repr(float(s.time_scale)),
