@@ -37,19 +37,29 @@ class PromptBuilder:
         self._words = [_SYLLABLES[i] for i in ids]
         self._ids = rng.integers(_TOKEN_LOW, _TOKEN_HIGH, 2 * _POOL).tolist()
         self._tok: Any = None
+        self._heads: dict[tuple[int, int], str] = {}
         if mode == "tokenizer":
             self._tok = _load_tokenizer(tokenizer)
 
     def build(self, req: Request) -> str | list[int]:
         if self.mode == "words":
-            return " ".join(self._parts(self._words, req))
-        ids = self._parts(self._ids, req)
+            return " ".join(self._parts(self._words, req, req.input_len))
         if self.mode == "token_ids":
-            return ids
-        return _exact_text(self._tok, ids, req.input_len)
-
-    def _parts(self, pool: list, req: Request) -> list:
+            return self._parts(self._ids, req, req.input_len)
         n = req.input_len
+        p = min(req.prefix_len, n) if req.prefix_group >= 0 else 0
+        head = ""
+        if p:  # the shared prefix is exact in tokens too, built once per group
+            head = self._heads.get((req.prefix_group, p), "")
+            if not head:
+                words = _take(self._words, _offset(req.prefix_group, 1), 2 * p + 16)
+                head = self._heads[(req.prefix_group, p)] = _exact_text(self._tok, words, p)
+            if p == n:
+                return head
+        words = _take(self._words, _offset(req.id, 2), 2 * (n - p) + 16)  # syllables: 1-2 tokens each
+        return _exact_text(self._tok, words, n, head)
+
+    def _parts(self, pool: list, req: Request, n: int) -> list:
         p = min(req.prefix_len, n) if req.prefix_group >= 0 else 0
         out = _take(pool, _offset(req.prefix_group, 1), p) if p else []
         return out + _take(pool, _offset(req.id, 2), n - p)
@@ -74,16 +84,26 @@ def _load_tokenizer(name: str | None) -> Any:
     return AutoTokenizer.from_pretrained(name)
 
 
-def _exact_text(tok: Any, ids: list[int], n: int) -> str:
-    """Decode ids, re-encode, and trim or pad until the text encodes to exactly n tokens."""
-    text = tok.decode(ids, skip_special_tokens=True)
-    filler = tok.decode(ids[:64], skip_special_tokens=True) or " a"
+def _exact_text(tok: Any, words: list[str], n: int, head: str = "") -> str:
+    """`head` plus words whose text the tokenizer encodes to exactly n tokens: change the word count by
+    the token difference (a few rounds); failing that, cut a longer encoding near n and check it."""
+    def encode(text: str) -> list[int]:
+        return tok.encode(text, add_special_tokens=False)
+
+    lead = head + " " if head else ""
+    k, longer = max(1, n - len(encode(head))) if head else n, None
+    text = head
     for _ in range(8):
-        enc = tok.encode(text, add_special_tokens=False)
+        text = lead + " ".join(words[:k])
+        enc = encode(text)
         if len(enc) == n:
             return text
         if len(enc) > n:
-            text = tok.decode(enc[:n], skip_special_tokens=True)
-        else:
-            text = text + filler
-    return text  # close enough after 8 rounds; the server-reported usage is the truth
+            longer = enc
+        k = max(1, min(len(words), k + n - len(enc)))
+    if longer is not None:
+        for cut in (n, n + 1, n - 1, n + 2):
+            cand = tok.decode(longer[:cut], skip_special_tokens=True)
+            if len(encode(cand)) == n:
+                return cand
+    return text  # no exact text found; the server-reported usage stays the truth
