@@ -35,6 +35,12 @@ class LaunchSpec:
     gpu_ids: list[int] = field(default_factory=list)
     port_socket: socket.socket | None = None  # from tuner.engines.process.reserve_port: held until ready
 
+    @classmethod
+    def for_check(cls, model: ModelSpec, settings: EngineSettings | SimSettings) -> LaunchSpec:
+        """A launch that only names the interpreter and model, for check_args before any port exists."""
+        return cls(model=model, host=getattr(settings, "host", "127.0.0.1"), port=0, log_path=Path("engine.log"),
+                   settings=settings)
+
 
 def flag(name: str) -> str:
     """snake_case parameter name -> command-line flag (max_num_seqs -> --max-num-seqs)."""

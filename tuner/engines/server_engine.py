@@ -53,7 +53,8 @@ class ServerEngine(Engine):
         """The engine's interpreter: settings.python, else ours unless a command prefix replaces it."""
         s = self.settings(launch)
         if s.python:
-            return s.python
+            # absolute for the log and for any cwd, but never resolved: a venv is known by its own path
+            return os.path.abspath(s.python) if os.sep in s.python else s.python
         return None if s.command else sys.executable
 
     def prefix(self, launch: LaunchSpec) -> list[str]:
@@ -111,7 +112,7 @@ class ServerEngine(Engine):
         self._kinds.update(answer.get("kinds") or {})
         if not answer.get("ok"):
             key = answer.get("key")
-            where = f"engine argument {key}" if key else f"{self.name} arguments"
+            where = f"args.{key}" if key else f"{self.name} arguments"
             shown = json.dumps(dict(args), default=str)
             raise SpecError(f"{answer.get('error')} (args {shown})", where,
                             f"use an argument name and value {self.name} accepts (see `{self.module} --help`)")
