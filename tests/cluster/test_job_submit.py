@@ -37,12 +37,11 @@ def test_token_auth_guards_the_job_api(head: RayHead) -> None:
     refused = ray_cli(head, "job", "list", "--address", head.dashboard_url, env=head.client_env(with_token=False),
                       timeout=120)
     assert refused.returncode != 0 and "Authentication required" in refused.stdout + refused.stderr
-    listed = ray_cli(head, "job", "list", "--address", head.dashboard_url, env=head.client_env(), timeout=120)
-    assert listed.returncode == 0, listed.stderr[-2000:]
 
 
 def test_study_runs_as_a_ray_job(head: RayHead, tmp_path: Path) -> None:
-    study = small_study(tmp_path, name="jobstudy")
+    """The token-holding client submits; the accepted job is itself the proof that the token was sent."""
+    study = small_study(tmp_path, name="jobstudy", promotion={"confirm_runs": 0, "top_k": 1})
     out = tmp_path / "out"
     submitted = ray_cli(
         head, "job", "submit", "--address", head.dashboard_url, "--working-dir", ".",
