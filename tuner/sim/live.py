@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from tuner.sim.core import DONE, Core, Seq
 from tuner.sim.engine import SimulatedEngine
 
+MAX_BURST = 64  # engine steps run back to back when the loop lags the wall clock
+
 
 @dataclass
 class Stream:
@@ -77,6 +79,11 @@ class LiveEngine:
                 self.wake.clear()
                 await self.wake.wait()
                 continue
+            # at high time scales one step is shorter than the loop's own overhead: catch up with the
+            # wall clock (a bounded burst) before handing out tokens, so virtual time does not fall behind
+            burst = 1
+            while burst < MAX_BURST and sched.now < self.virtual_now() and sched.step():
+                burst += 1
             delay = self.start + sched.now / self.scale - time.perf_counter()
             await asyncio.sleep(max(delay, 0.0))
             self._deliver()
