@@ -71,13 +71,15 @@ class Oracle:
             self.sim_s += time.perf_counter() - t0
         return self.cache[key]
 
-    def evaluate(self, engine: str, args: dict[str, Any], incumbent: float | None, rung: bool) -> dict[str, Any]:
+    def evaluate(self, engine: str, args: dict[str, Any], incumbent: tuple[float | None, float | None],
+                 rung: bool) -> dict[str, Any]:
         """The trial's result; with `rung`, the capacity search replayed through the rung stop."""
         res = self.full(engine, args)
         points = res.get("load_points") or []
         if not rung or not points:
             return res
-        hook = RungStop(incumbent=incumbent, sla=self.study.sla, metric=self.study.objective.metric)
+        hook = RungStop(incumbent=incumbent[0], incumbent_load=incumbent[1], sla=self.study.sla,
+                        metric=self.study.objective.metric)
         seen: list[Any] = []
         for p in points:
             seen.append(p)
@@ -129,7 +131,7 @@ def run_search(oracle: Oracle, study: Study, trials: int, rung: bool) -> dict[st
             cfg = core.ask()
             if cfg is None:
                 break
-            batch.append((cfg, core.incumbent()))
+            batch.append((cfg, (cfg["incumbent"], cfg["incumbent_capacity"])))
         if not batch:
             break
         for cfg, incumbent in batch:
@@ -166,7 +168,10 @@ def main() -> None:
     cache = None
     if a.cache_dir is not None:
         a.cache_dir.mkdir(parents=True, exist_ok=True)
-        digest = hashlib.sha256(base.model_dump_json(include=LANDSCAPE).encode()).hexdigest()[:16]
+        h = hashlib.sha256(base.model_dump_json(include=LANDSCAPE).encode())
+        for src in sorted([*(ROOT / "tuner" / "sim").glob("*.py"), *(ROOT / "tuner" / "load").glob("*.py")]):
+            h.update(src.read_bytes())  # a changed simulator or load path is a new landscape
+        digest = h.hexdigest()[:16]
         cache = a.cache_dir / f"search-efficiency-{digest}.pkl"
         oracle.load(cache)
     t0 = time.perf_counter()

@@ -45,3 +45,12 @@ def test_reads_a_load_point_object_with_a_summary() -> None:
 
     with pytest.raises(StopTrial):
         RungStop(incumbent=1000.0, sla=SLA)(Point())
+
+
+def test_stops_when_the_sla_breaks_below_the_incumbents_capacity() -> None:
+    hook = RungStop(incumbent=1000.0, sla=SLA, incumbent_load=12.0)
+    hook({**_pt(300, 200), "load": 4.0})
+    hook({**_pt(1500, 2000), "load": 16.0})  # above the incumbent's capacity: may still win
+    with pytest.raises(StopTrial) as info:
+        hook({**_pt(1100, 1800), "load": 8.0})  # capacity < 8 < 12: cannot win
+    assert "capacity" in info.value.reason and info.value.lower == 300

@@ -1,10 +1,12 @@
 """Multi-fidelity: stop a trial's capacity search once the config provably cannot beat the incumbent.
 
 A capacity search measures load points; the objective is the throughput at the highest load that
-meets the SLA. Once some point violates the SLA, the capacity lies below that load, so the
-objective cannot exceed (about) the throughput measured there. If that upper bound is below the
-incumbent's objective by more than a margin, the remaining points (the bisection) are wasted GPU
-time: `RungStop`, passed as find_capacity's per-point hook, raises `StopTrial`. The trial is then
+meets the SLA. Once some point violates the SLA, the capacity lies below that load, so (1) the
+objective cannot exceed (about) the throughput measured there, and (2) for throughput objectives
+of a fixed workload, if that load is already below the incumbent's capacity the config cannot win.
+When either bound is below the incumbent by more than a margin, the remaining points (the
+bisection) are wasted GPU time: `RungStop`, passed as find_capacity's per-point hook, raises
+`StopTrial`. The trial is then
 reported with the best SLA-feasible point it measured (a true lower bound), not a fake zero.
 """
 
@@ -15,6 +17,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from tuner.sla import SLATerm, meets
+
+# Objectives that grow with the sustained load of a fixed workload: a lower capacity cannot win.
+LOAD_SCALED = ("output_tokens_per_s", "total_tokens_per_s", "requests_per_s", "goodput_rps")
 
 
 class StopTrial(Exception):
@@ -33,6 +38,7 @@ class RungStop:
     sla: Sequence[SLATerm]
     metric: str = "output_tokens_per_s"
     margin: float = 0.05  # relative: stop when upper * (1 + margin) < incumbent
+    incumbent_load: float | None = None  # the incumbent's capacity (req/s or concurrency)
     lower: float | None = None  # best objective at an SLA-feasible point so far
     upper: float | None = None  # objective at the lowest SLA-violating point so far
     points: int = 0
@@ -52,6 +58,14 @@ class RungStop:
         self.upper = value if self.upper is None else min(self.upper, value)
         if self.incumbent is None or self.incumbent <= 0:
             return
+        load = summary.get("load")
+        if (self.incumbent_load is not None and self.metric in LOAD_SCALED and isinstance(load, (int, float))
+                and load * (1.0 + self.margin) <= self.incumbent_load):
+            raise StopTrial(
+                f"stopped after {self.points} load point(s): the SLA broke at load {load:g}, so the capacity "
+                f"is below the incumbent's {self.incumbent_load:g} by more than {self.margin:.0%}",
+                self.lower, self.upper,
+            )
         if self.upper * (1.0 + self.margin) < self.incumbent:
             raise StopTrial(
                 f"stopped after {self.points} load point(s): {self.metric} at most {self.upper:.4g} "
@@ -62,6 +76,11 @@ class RungStop:
             )
 
 
-def rung_stop(study: Any, incumbent: float | None, margin: float = 0.05) -> RungStop:
-    """The hook for one trial of `study` (a tuner.spec.study.Study) given the searcher's incumbent."""
-    return RungStop(incumbent=incumbent, sla=list(study.sla), metric=study.objective.metric, margin=margin)
+def rung_stop(study: Any, incumbent: float | None, incumbent_load: float | None = None,
+              margin: float = 0.05) -> RungStop:
+    """The hook for one trial of `study` (a tuner.spec.study.Study) given the searcher's incumbent.
+
+    In a trainable: ``rung_stop(study, config["incumbent"], config["incumbent_capacity"])``.
+    """
+    return RungStop(incumbent=incumbent, sla=list(study.sla), metric=study.objective.metric, margin=margin,
+                    incumbent_load=incumbent_load)

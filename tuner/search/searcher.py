@@ -157,7 +157,8 @@ class SearchCore:
         number = self._next
         self._next += 1
         cfg = {"engine": engine, "params": dict(params), "args": args, "notes": list(notes),
-               "baseline": baseline, "number": number, "incumbent": self.incumbent()}
+               "baseline": baseline, "number": number, "incumbent": self.incumbent(),
+               "incumbent_capacity": (self.best() or {}).get("capacity")}
         self._configs[number] = cfg
         self._trials[number] = trial
         self._running[self._key(engine, args)] = number
