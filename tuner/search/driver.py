@@ -131,7 +131,7 @@ def run_search(study: Study, study_data: dict[str, Any], space: Space, out: Path
             fn,
             tune_config=tune.TuneConfig(
                 search_alg=searcher, num_samples=trials, max_concurrent_trials=max_concurrent,
-                time_budget_s=study.budget.time_limit_s, reuse_actors=False,
+                time_budget_s=study.budget.time_limit_s, reuse_actors=True,
             ),
             run_config=run_config,
         )
