@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.cluster.ray_head import VENV_BIN, RayHead, free_port, start_head
+from tuner.promote.deploy import ServeAdmin
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -41,6 +43,9 @@ class ServeCluster:
         return subprocess.run(list(argv), env=self.env(), cwd=ROOT, capture_output=True, text=True,
                               timeout=timeout)
 
+    def admin(self) -> ServeAdmin:
+        return ServeAdmin(self.dashboard, headers={"Authorization": f"Bearer {self.head.token}"})
+
     def get(self, path: str) -> bytes:
         with urllib.request.urlopen(self.http_base + path, timeout=30) as resp:
             return resp.read()
@@ -65,8 +70,10 @@ def serve_cluster() -> Iterator[ServeCluster]:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:  # the proxy answers 404/503 for unknown routes once it is up
             try:
-                urllib.request.urlopen(cluster.http_base + "/-/routes", timeout=5)
+                urllib.request.urlopen(cluster.http_base + "/", timeout=5)
                 break
+            except urllib.error.HTTPError:
+                break  # the proxy answered (404: no app on "/" yet)
             except OSError:
                 time.sleep(1)
         yield cluster

@@ -20,7 +20,6 @@ from promote_factory import make_study, make_trial, study_data
 from serve_cluster import ServeCluster, serve_cluster
 
 from tuner.promote import promote_study
-from tuner.promote.deploy import ServeAdmin
 from tuner.promote.registry import PREVIOUS, STAGING
 from tuner.promote.smoke import smoke_test
 
@@ -38,7 +37,7 @@ def mlflow_uri(tmp_path_factory: pytest.TempPathFactory) -> str:
     return f"sqlite:///{tmp_path_factory.mktemp('mlflow') / 'mlflow.db'}"
 
 
-def _finished_study(uri: str, tmp: Path, name: str, max_num_seqs: int, **changes) -> str:
+def _finished_study(uri: str, tmp: Path, name: str, max_num_seqs: int, **changes) -> tuple[str, str]:
     """A finished study as the pipeline leaves it in MLflow: parent run with trials.parquet + study.yaml."""
     client = MlflowClient(tracking_uri=uri)
     exp = client.get_experiment_by_name(name)
@@ -56,7 +55,7 @@ def _finished_study(uri: str, tmp: Path, name: str, max_num_seqs: int, **changes
     client.log_artifact(parent, str(folder / "study.yaml"))
     client.log_artifact(parent, str(folder / "trials.parquet"))
     client.set_terminated(parent)
-    return parent
+    return parent, kid
 
 
 def _promote_cli(cluster: ServeCluster, *args: str):
@@ -76,7 +75,7 @@ def test_promoted_yaml_deploys_with_serve_deploy_and_streams_chat(cluster: Serve
     proc = cluster.cli(str(Path(sys.executable).parent / "serve"), "deploy", str(result.serve_config),
                        "--address", cluster.dashboard)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    admin = ServeAdmin(cluster.dashboard)
+    admin = cluster.admin()
     app = yaml.safe_load(result.serve_config.read_text())["applications"][0]
     admin.wait_running("cli-app", app, 300)
     smoke = smoke_test(cluster.http_base, "/cli", "qwen3-8b", max_tokens=6)
@@ -90,14 +89,16 @@ def test_promoted_yaml_deploys_with_serve_deploy_and_streams_chat(cluster: Serve
 def test_deploy_moves_alias_and_rollback_restores_the_previous_config(cluster: ServeCluster, tmp_path: Path,
                                                                        mlflow_uri: str) -> None:
     client = MlflowClient(tracking_uri=mlflow_uri)
-    first = _finished_study(mlflow_uri, tmp_path, "roll", 64)
+    first, first_trial_run = _finished_study(mlflow_uri, tmp_path, "roll", 64)
     proc = _promote_cli(cluster, "--study-run", first, "--mlflow-uri", mlflow_uri, "--deploy",
                         "--output", str(tmp_path / "p1"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert str(client.get_model_version_by_alias("roll-config", STAGING).version) == "1"
+    mv = client.get_model_version_by_alias("roll-config", STAGING)
+    assert str(mv.version) == "1" and mv.run_id == first_trial_run  # trial run found by its tag
+    assert mv.tags["servetune.study_run_id"] == first
     assert _serving(cluster)["engine_args"]["max_num_seqs"] == 64
 
-    second = _finished_study(mlflow_uri, tmp_path, "roll", 128)
+    second, _ = _finished_study(mlflow_uri, tmp_path, "roll", 128)
     proc = _promote_cli(cluster, "--study-run", second, "--mlflow-uri", mlflow_uri, "--deploy",
                         "--output", str(tmp_path / "p2"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -105,7 +106,7 @@ def test_deploy_moves_alias_and_rollback_restores_the_previous_config(cluster: S
     assert str(client.get_model_version_by_alias("roll-config", PREVIOUS).version) == "1"
     now = _serving(cluster)
     assert now["engine_args"]["max_num_seqs"] == 128 and now["lineage"]["model_version"] == "2"
-    assert "staging-candidate" not in ServeAdmin(cluster.dashboard).declared_apps()
+    assert "staging-candidate" not in cluster.admin().declared_apps()
 
     proc = _promote_cli(cluster, "--rollback", "roll-config", "--mlflow-uri", mlflow_uri)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -118,14 +119,14 @@ def test_deploy_moves_alias_and_rollback_restores_the_previous_config(cluster: S
 def test_a_failed_smoke_test_leaves_staging_and_alias_unchanged(cluster: ServeCluster, tmp_path: Path,
                                                                   mlflow_uri: str) -> None:
     client = MlflowClient(tracking_uri=mlflow_uri)
-    good = _finished_study(mlflow_uri, tmp_path, "smoke", 32)
+    good, _ = _finished_study(mlflow_uri, tmp_path, "smoke", 32)
     proc = _promote_cli(cluster, "--study-run", good, "--mlflow-uri", mlflow_uri, "--deploy",
                         "--output", str(tmp_path / "good"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     before = _serving(cluster)
     assert before["engine_args"]["max_num_seqs"] == 32
 
-    broken = _finished_study(mlflow_uri, tmp_path, "smoke", 256, sim={
+    broken, _ = _finished_study(mlflow_uri, tmp_path, "smoke", 256, sim={
         "flavour": "vllm", "gpu": "H200", "mode": "server", "time_scale": 50.0,
         "faults": {"http500_rate": 1.0}})  # starts and reports healthy, answers every request with 500
     proc = _promote_cli(cluster, "--study-run", broken, "--mlflow-uri", mlflow_uri, "--deploy",
@@ -136,4 +137,4 @@ def test_a_failed_smoke_test_leaves_staging_and_alias_unchanged(cluster: ServeCl
     assert str(mv.version) == "1"  # version 2 was registered but never got the alias
     assert _serving(cluster) == before
     smoke_test(cluster.http_base, "/", "qwen3-8b")
-    assert "staging-candidate" not in ServeAdmin(cluster.dashboard).declared_apps()
+    assert "staging-candidate" not in cluster.admin().declared_apps()

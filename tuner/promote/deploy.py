@@ -38,10 +38,13 @@ def _same(a: Any, b: Any) -> bool:
 class ServeAdmin:
     """The running Serve instance as seen through the dashboard: read apps, apply apps, wait for them."""
 
-    def __init__(self, address: str = DEFAULT_DASHBOARD, *, default_http_port: int = 8000) -> None:
+    def __init__(self, address: str = DEFAULT_DASHBOARD, *, default_http_port: int = 8000,
+                 headers: dict[str, str] | None = None) -> None:
+        """`headers`: extra HTTP headers; a cluster's auth token is otherwise read as Ray reads it
+        (RAY_AUTH_TOKEN / RAY_AUTH_TOKEN_PATH with RAY_AUTH_MODE=token)."""
         from ray.dashboard.modules.serve.sdk import ServeSubmissionClient
 
-        self.client = ServeSubmissionClient(address)
+        self.client = ServeSubmissionClient(address, headers=headers)
         self.default_http_port = default_http_port
 
     def details(self) -> dict[str, Any]:
