@@ -19,6 +19,7 @@ from tests.cluster.ray_head import VENV_BIN, RayHead
 from tests.conftest import ROOT, small_study
 
 pytestmark = pytest.mark.slow
+LOOSE_SLA = ["p99_ttft_ms <= 2000", "p99_e2e_ms <= 60000"]  # this test is about the cluster path, not tuning
 
 
 def ray_cli(head: RayHead, *args: str, env: dict[str, str], timeout: float = 600,
@@ -41,7 +42,7 @@ def test_token_auth_guards_the_job_api(head: RayHead) -> None:
 
 def test_study_runs_as_a_ray_job(head: RayHead, tmp_path: Path) -> None:
     """The token-holding client submits; the accepted job is itself the proof that the token was sent."""
-    study = small_study(tmp_path, name="jobstudy", promotion={"confirm_runs": 0, "top_k": 1})
+    study = small_study(tmp_path, name="jobstudy", sla=LOOSE_SLA, promotion={"confirm_runs": 0, "top_k": 1})
     out = tmp_path / "out"
     submitted = ray_cli(
         head, "job", "submit", "--address", head.dashboard_url, "--working-dir", ".",

@@ -29,7 +29,7 @@ pytestmark = [
     pytest.mark.xfail(reason="resume repeats trials finished after Tune's last experiment checkpoint",
                       strict=False),
 ]
-TRIALS = 4
+TRIALS = 5
 
 
 def _rows(out: Path) -> dict[str, dict[str, Any]]:
@@ -47,7 +47,8 @@ def _started_ids(log: str) -> list[str]:
 
 
 def test_killed_driver_resumes_without_losing_or_repeating_trials(head: RayHead, tmp_path: Path) -> None:
-    study = small_study(tmp_path, name="resume", budget={"trials": TRIALS, "max_concurrent": 1})
+    study = small_study(tmp_path, name="resume", budget={"trials": TRIALS, "max_concurrent": 1},
+                        sla=["p99_ttft_ms <= 2000", "p99_e2e_ms <= 60000"])
     out = tmp_path / "out"
     argv = [sys.executable, "-m", "tuner.run", "--study", str(study), "--output", str(out), "--no-promote"]
     env = head.driver_env(str(ROOT))
@@ -56,7 +57,7 @@ def test_killed_driver_resumes_without_losing_or_repeating_trials(head: RayHead,
         driver = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
                                   start_new_session=True)
     deadline = time.monotonic() + 600
-    while len(_rows(out)) < 2 and driver.poll() is None and time.monotonic() < deadline:
+    while not _rows(out) and driver.poll() is None and time.monotonic() < deadline:
         time.sleep(0.2)
     if driver.poll() is not None:
         pytest.fail(f"the driver ended (rc={driver.returncode}) before it could be killed mid-study:\n"
@@ -70,7 +71,7 @@ def test_killed_driver_resumes_without_losing_or_repeating_trials(head: RayHead,
         except ProcessLookupError:
             pass
     before = _rows(out)
-    assert 2 <= len(before) < TRIALS, f"killed with {len(before)} of {TRIALS} trials finished"
+    assert 1 <= len(before) < TRIALS, f"killed with {len(before)} of {TRIALS} trials finished"
 
     resumed = subprocess.run([*argv, "--resume"], cwd=ROOT, env=env, capture_output=True, text=True,
                              timeout=900, check=False)
