@@ -7,6 +7,7 @@ helper (tuner.engines.process), and asks `classify` what a failure means.
 
 from __future__ import annotations
 
+import os
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
@@ -40,6 +41,13 @@ class LaunchSpec:
         """A launch that only names the interpreter and model, for check_args before any port exists."""
         return cls(model=model, host=getattr(settings, "host", "127.0.0.1"), port=0, log_path=Path("engine.log"),
                    settings=settings)
+
+
+def user_dir() -> str | None:
+    """Where the user started servetune. Ray Tune moves each trial into its own folder (and says where
+    it came from in TUNE_ORIG_WORKING_DIR); engines start from the user's folder, so relative model and
+    interpreter paths in a study mean what the user meant."""
+    return os.environ.get("TUNE_ORIG_WORKING_DIR") or None
 
 
 def flag(name: str) -> str:
@@ -97,4 +105,5 @@ class Engine(ABC):
             port_socket=port_socket if port_socket is not None else launch.port_socket,
             gpu_ids=launch.gpu_ids,
             fatal=self.fatal_start,
+            cwd=user_dir(),
         )

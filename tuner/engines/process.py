@@ -132,6 +132,7 @@ class ServerProcess:
         port_socket: socket.socket | None = None,
         gpu_ids: Sequence[int] = (),
         gpu_free_timeout_s: float = 120,
+        cwd: str | Path | None = None,
         fatal: re.Pattern[str] | None = None,
         fatal_grace_s: float = 5,
         health_path: str = "/health",
@@ -150,6 +151,7 @@ class ServerProcess:
         self.gpu_ids = list(gpu_ids)
         self.gpu_free_timeout_s = gpu_free_timeout_s
         self.health_path, self.models_path, self.poll_s = health_path, models_path, poll_s
+        self.cwd = cwd  # None: ours
         self.fatal, self.fatal_grace_s = fatal, fatal_grace_s  # engine's "start failed for good" line
         self._log_offset = 0
         self.pid = -1
@@ -193,7 +195,7 @@ class ServerProcess:
             try:
                 self._proc = subprocess.Popen(
                     self.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                    env=env, start_new_session=True, close_fds=True,
+                    env=env, start_new_session=True, close_fds=True, cwd=self.cwd,
                 )
             except OSError as exc:
                 self._release_port()

@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 
 from tuner.engines import args as cli
 from tuner.engines import failures
-from tuner.engines.base import Engine, LaunchSpec
+from tuner.engines.base import Engine, LaunchSpec, user_dir
 from tuner.engines.process import http_get
 from tuner.errors import SpecError
 from tuner.outcome import TrialOutcome
@@ -54,7 +54,9 @@ class ServerEngine(Engine):
         s = self.settings(launch)
         if s.python:
             # absolute for the log and for any cwd, but never resolved: a venv is known by its own path
-            return os.path.abspath(s.python) if os.sep in s.python else s.python
+            if os.sep not in s.python:  # a name looked up on PATH
+                return s.python
+            return os.path.abspath(os.path.join(user_dir() or os.getcwd(), s.python))
         return None if s.command else sys.executable
 
     def prefix(self, launch: LaunchSpec) -> list[str]:
