@@ -164,7 +164,7 @@ CASES: list[Case] = [
     Case("unknown-nested-key", "misspelt nested key, named with its path", (put("capacity.lowest", 2),),
          "{study}: capacity.lowest: unknown key 'lowest' | fix: remove it or check its spelling"),
     Case("missing-required", "a required section left out", (drop("workload"),),
-         "{study}: workload: Field required | fix: add it"),
+         "{study}: workload: required key 'workload' is missing | fix: add it (docs/study.md shows every key)"),
     Case("wrong-type-int", "text where a whole number belongs", (put("model.max_model_len", "16k"),),
          "{study}: model.max_model_len: Input should be a valid integer, unable to parse string as an integer | fix: give a whole number"),
     Case("wrong-type-bool", "text where true/false belongs", (put("model.trust_remote_code", "maybe"),),

@@ -16,7 +16,7 @@ M = TypeVar("M", bound=BaseModel)
 
 _FIXES = {
     "extra_forbidden": "remove it or check its spelling",
-    "missing": "add it",
+    "missing": "add it (docs/study.md shows every key)",
     "literal_error": "use one of the allowed values",
     "int_parsing": "give a whole number",
     "int_type": "give a whole number",
@@ -84,6 +84,8 @@ def validate(model: type[M], data: Any, source: str) -> M:
             msg, _, fix = err["msg"].removeprefix("Value error, ").partition(" | fix: ")
             if err["type"] == "extra_forbidden":
                 msg = f"unknown key {err['loc'][-1]!r}"
+            if err["type"] == "missing":
+                msg = f"required key {err['loc'][-1]!r} is missing"
             if err["type"] == "union_tag_not_found":
                 msg = f"missing {err.get('ctx', {}).get('discriminator', 'the kind')} (which distribution)"
             fix = fix or _FIXES.get(err["type"], "see the documented schema (docs/study.md)")
