@@ -17,8 +17,8 @@ ROOT = Path(__file__).resolve().parents[1]
 def run_cli(*args: str, cwd: Path | None = None, timeout: float = 600, env: dict[str, str] | None = None
             ) -> subprocess.CompletedProcess[str]:
     """`python -m tuner.run ...` as a user runs it (its own process, its own local Ray)."""
-    full_env = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_ADDRESS": "", **(env or {})}
-    full_env.pop("RAY_ADDRESS") if not full_env.get("RAY_ADDRESS") else None
+    # RAY_ADDRESS=local: each CLI run starts its own Ray, never joining a cluster another test started.
+    full_env = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_ADDRESS": "local", **(env or {})}
     return subprocess.run([sys.executable, "-m", "tuner.run", *args], cwd=cwd or ROOT, env=full_env,
                           capture_output=True, text=True, timeout=timeout)
 

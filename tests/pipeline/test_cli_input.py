@@ -20,7 +20,7 @@ def test_dry_run_prints_plan_and_starts_nothing(tmp_path: Path) -> None:
     out = tmp_path / "out"
     proc = run_cli("--study", str(small_study(tmp_path)), "--output", str(out), "--dry-run")
     assert proc.returncode == 0, proc.stderr
-    assert "dry run" in proc.stdout and "SLA: p99_ttft_ms <= 300" in proc.stdout
+    assert "dry run" in proc.stdout and "SLA: p99_ttft_ms <= 1000" in proc.stdout
     assert "sim.max_num_seqs" in proc.stdout
     assert not (out / "trials").exists() and not (out / "mlflow.db").exists()
     assert not (out / "tune").exists()

@@ -11,6 +11,10 @@ from typing import Any
 
 from tuner.spec.study import Study
 
+# For a CLI run that starts Ray: "local" gives the driver a Ray of its own, never another cluster on this
+# machine (tuner.run's init_ray tries address "auto" first); a generous raylet start wait for busy CI machines.
+RAY_ENV = {"RAY_ADDRESS": "local", "RAY_raylet_start_wait_time_s": "180"}
+
 
 def fault_study_data(faults: dict[str, Any], tag: str | None = None, **changes: Any) -> dict[str, Any]:
     """A study on the sim server (time_scale 20, short timeouts) whose served name is a unique tag,

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from bad_input_cases import CASES, ROOT, WILD, Case, prepare, render
+from relhelp import RAY_ENV
 
 from tests.conftest import run_cli
 from tuner.run import main
@@ -56,7 +57,7 @@ def test_bad_input_in_process(case: Case, tmp_path: Path, capsys: pytest.Capture
 @pytest.mark.parametrize("case", _params([c for c in CASES if c.needs_ray or c.id in SUBPROCESS]))
 def test_bad_input_cli(case: Case, tmp_path: Path) -> None:
     args, study, out = prepare(case, tmp_path)
-    proc = run_cli(*args, timeout=400)
+    proc = run_cli(*args, timeout=400, env=RAY_ENV if case.needs_ray else None)
     err = proc.stderr.strip().splitlines()
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert expected_line(case, tmp_path, study).fullmatch(err[-1]), f"\n got: {err[-1]}\nwant: {case.message}"

@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 from mlflow.tracking import MlflowClient
-from relhelp import fault_study_data, logged_pids, pids_running, wait_gone
+from relhelp import RAY_ENV, fault_study_data, logged_pids, pids_running, wait_gone
 
 from tests.conftest import ROOT, run_cli
 from tuner.engines.process import group_members
@@ -44,8 +44,7 @@ def test_killed_driver_leaves_no_engine_and_resume_loses_nothing(tmp_path: Path)
     study.write_text(yaml.safe_dump(data))
     out = tmp_path / "out"
     argv = [sys.executable, "-m", "tuner.run", "--study", str(study), "--output", str(out)]
-    # "local": a Ray of the driver's own, never another cluster on this machine (init_ray tries "auto" first).
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_ADDRESS": "local"}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), **RAY_ENV}
     with (tmp_path / "first.log").open("w") as log:
         driver = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
                                   start_new_session=True)
@@ -71,7 +70,7 @@ def test_killed_driver_leaves_no_engine_and_resume_loses_nothing(tmp_path: Path)
         for pid in left:
             os.kill(pid, signal.SIGKILL)
 
-    proc = run_cli(*argv[3:], "--resume", timeout=500, env={"RAY_ADDRESS": "local"})
+    proc = run_cli(*argv[3:], "--resume", timeout=500, env=RAY_ENV)
     assert proc.returncode in (0, 3), proc.stdout[-2000:] + proc.stderr[-3000:]
     after = _rows(out)
     for tid, row in before.items():  # no finished trial lost or changed
