@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from tuner.engines import gpu  # noqa: E402
+from tuner.engines import gpu
 
 HOLD = (
     "import sys, time, torch\n"

@@ -91,7 +91,7 @@ def test_fatal_line_then_lingering_is_stopped_early(standin: list[str], tmp_path
         pass
     assert time.monotonic() - t < 30
     assert err.value.outcome == TrialOutcome.START_FAILED.value
-    assert "No common block size for 16" in err.value.reason and "fatal start error" in err.value.reason
+    assert "No common block size for 16" in err.value.reason and "fatal start error; stopped by servetune" in err.value.reason
     assert not _alive(srv.pid)
 
 

@@ -250,11 +250,13 @@ class ServerProcess:
         tail = self.log_tail(CLASSIFY_LINES)
         self.stop()
         if fatal:
-            outcome, reason = self.classify(self._proc.returncode if self._proc else None, tail)
+            rc = self._proc.returncode if self._proc else None
+            outcome, reason = self.classify(rc, tail)
             if outcome is TrialOutcome.TIMEOUT:  # the engine said it failed: not a slow start
                 outcome = TrialOutcome.START_FAILED
-            raise EngineStartError(TrialOutcome(outcome).value,
-                                   f"{reason} [stopped {self.fatal_grace_s:g}s after its fatal start error]")
+            # our own SIGTERM/SIGKILL is not the engine's exit status: say what happened instead
+            reason = reason.replace(f"({failures.describe_exit(rc)})", "(fatal start error; stopped by servetune)", 1)
+            raise EngineStartError(TrialOutcome(outcome).value, reason)
         outcome, reason = self.classify(returncode, tail)
         if returncode is None and outcome is TrialOutcome.TIMEOUT:
             reason = f"no answer on {self.health_path} within {self.ready_timeout_s:g}s; {reason}"
