@@ -112,7 +112,8 @@ def test_open_loop_sends_on_schedule_and_probes(fake_server: Callable[..., Any])
     target = HttpTarget(srv.url, "fake")
     records = target.run(reqs)
     late = [r.sent_s - q.arrival_s for r, q in zip(records, reqs, strict=True)]
-    assert max(late) < 0.02 and min(late) >= 0
+    # never early; late only by the client's own work (a new connection, a busy machine)
+    assert min(late) >= 0 and float(np.median(late)) < 0.005 and max(late) < 0.1, late
     running = [p["running"] for p in target.last_probes if p["kind"] == "metrics"]
     assert len(running) >= 2 and max(running) >= 1
 

@@ -163,9 +163,7 @@ class HttpTarget:
         async def dispatch() -> None:
             for i in order:
                 req = requests[i]
-                delay = t0 + req.arrival_s - time.perf_counter()
-                if delay > 0:
-                    await asyncio.sleep(delay)
+                await _sleep_until(t0 + req.arrival_s)
                 if sem is not None:
                     await sem.acquire()
                 if send_until_s is not None and time.perf_counter() - t0 >= send_until_s:
@@ -279,6 +277,15 @@ class HttpTarget:
         if gpus.active:
             tasks.append(asyncio.create_task(sample_gpus(gpus, clock, self.last_probes)))
         return tasks
+
+
+async def _sleep_until(deadline: float) -> None:
+    """Timers may fire up to a clock tick early (uvloop rounds to 1 ms): never wake before `deadline`."""
+    for _ in range(100):
+        delay = deadline - time.perf_counter()
+        if delay <= 0:
+            return
+        await asyncio.sleep(delay)
 
 
 async def _mark_sent(session: aiohttp.ClientSession, ctx: Any, params: Any) -> None:
