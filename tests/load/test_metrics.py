@@ -70,3 +70,10 @@ def test_empty_and_single_token() -> None:
     one = rec(0, 0.0, 0.1, 0.0, 1)
     s = summarize([one])
     assert math.isnan(s["tpot_ms.mean"]) and math.isnan(s["itl_ms.p50"]) and s["ttft_ms.p50"] == pytest.approx(100)
+
+
+def test_requests_cancelled_by_an_early_stop_are_not_failures() -> None:
+    done = [rec(i, 0.0, 0.1, 0.01, 4) for i in range(4)]
+    cut = RequestRecord(id=9, cls="a", input_len=5, output_len=5, sent_s=0.0, error="cancelled: load point stopped early")
+    s = summarize([*done, cut])
+    assert s["cancelled"] == 1 and s["failed"] == 0 and s["error_rate"] == 0 and s["completed"] == 4

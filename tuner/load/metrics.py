@@ -7,7 +7,8 @@
 - rates over `duration_s` (given, else first send to last finish of the measured requests).
 - goodput_rps: finished requests whose own TTFT, TPOT, E2E (and largest ITL gap) meet every
   latency limit of the SLA, per second.
-Warm-up records are excluded. Abnormal classes (the mixed profile's over-16K requests) are left out
+Warm-up records are excluded, and so are requests the client cancelled itself when it stopped a
+load point early (counted as `cancelled`, not as failures). Abnormal classes (the mixed profile's over-16K requests) are left out
 of the top-level keys and reported only under `class.<name>.*`.
 """
 
@@ -25,21 +26,28 @@ from tuner.sla import SLATerm
 LATENCIES = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
 PERCENTILES = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0, "p99.9": 99.9}
 NAN = float("nan")
+CANCELLED = "cancelled"  # prefix of the error of requests the client itself cancelled (early stop)
 
 
 def summarize(records: Sequence[RequestRecord], *, sla: Sequence[SLATerm] = (), duration_s: float | None = None,
               abnormal: Collection[str] = (ABNORMAL,)) -> dict[str, float]:
     """Flat metrics (keys in docs/load.md), overall and per class (`class.<name>.<key>`)."""
-    measured = [r for r in records if not r.warmup]
+    measured = [r for r in records if not r.warmup and not _cancelled(r)]
+    cancelled = sum(1 for r in records if not r.warmup and _cancelled(r))
     if duration_s is None:
         duration_s = span(measured)
     normal = [r for r in measured if r.cls not in abnormal]
     out = _summary(normal, sla, duration_s)
+    out["cancelled"] = float(cancelled)
     for name in sorted({r.cls for r in measured}):
         cls = [r for r in measured if r.cls == name]
         out.update({f"class.{name}.{k}": v for k, v in _summary(cls, sla, duration_s).items()
                     if k != "duration_s"})
     return out
+
+
+def _cancelled(r: RequestRecord) -> bool:
+    return r.error is not None and r.error.startswith(CANCELLED)
 
 
 def span(records: Sequence[RequestRecord]) -> float:
