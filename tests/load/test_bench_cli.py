@@ -72,3 +72,19 @@ def test_every_request_failing_exits_1(tmp_path: Path) -> None:
     p = bench("--url", "http://127.0.0.1:9", "--model", "m", "--workload", "static", "--concurrency", "2",
               "--requests", "3", "--warmup", "0", "--no-progress")
     assert p.returncode == 1 and "0 ok, 3 failed" in p.stdout
+
+
+def test_capacity_search_from_the_command(fake_server: Callable[..., Any], tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    from tuner.bench import main
+
+    srv = fake_server("--ttft-ms", "5", "--itl-ms", "1", "--max-running", "2")  # ~25 ms per request, 2 slots
+    code = main(["--url", srv.url, "--model", "fake", "--workload", "static", "--max-model-len", "24",
+                 "--capacity", "--low", "4", "--high", "512", "--max-points", "5", "--duration", "1",
+                 "--sla", "p99_ttft_ms<=200", "--output", str(tmp_path), "--no-progress"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["capacity"] is not None and 4 <= summary["capacity"] < 512 and 2 <= len(summary["points"]) <= 5
+    assert summary["best"]["load"] == summary["capacity"] and "capacity:" in out
+    assert pq.read_table(tmp_path / "records.parquet").num_rows > 0
