@@ -124,10 +124,12 @@ def test_http_capacity_with_early_stop(fake_server: Callable[..., Any]) -> None:
     srv = fake_server("--ttft-ms", "10", "--itl-ms", "2", "--max-running", "2")  # ~28 ms/request, 2 slots
     wl = validate(Workload, {"classes": [{"name": "a", "weight": 1, "input": {"dist": "fixed", "value": 8},
                                           "output": {"dist": "fixed", "value": 10}}], "warmup_requests": 2}, "t")
-    settings = CapacitySettings(mode="rate", low=8, high=1024, tolerance=0.1, max_points=6, duration_s=1.5)
-    res = find_capacity(HttpTarget(srv.url, "fake"), wl, parse_sla("p99_ttft_ms<=250"), settings, seed=0)
-    # 2 slots of ~28 ms serve ~70 req/s: 128 req/s is far over; 8 is easy even on a busy machine
-    assert res.capacity is not None and 8 <= res.capacity < 128, [(p.load, p.violation) for p in res.points]
+    settings = CapacitySettings(mode="rate", low=8, high=1024, tolerance=0.1, max_points=6, duration_s=2.0)
+    res = find_capacity(HttpTarget(srv.url, "fake"), wl, parse_sla("p99_ttft_ms<=1000"), settings, seed=0)
+    # 2 slots of ~28 ms serve ~70 req/s: from 128 req/s the queue grows by ~60 requests a second and
+    # TTFT passes 1 s within the point; 8 req/s meets it even on a busy machine
+    seen = [(p.load, round(p.violation, 2), p.stopped_early) for p in res.points]
+    assert res.capacity is not None and 8 <= res.capacity < 256, seen
     stopped = [p for p in res.points if p.stopped_early]
-    assert stopped and all(not p.feasible for p in stopped)
+    assert stopped and all(not p.feasible for p in stopped), seen
     assert all(math.isfinite(p.summary["requests_per_s"]) for p in res.points)
