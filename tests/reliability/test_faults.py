@@ -7,10 +7,8 @@ no fake numbers, processes gone), one for the exact outcome and reason.
 
 from __future__ import annotations
 
-import functools
 import re
 import socket
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -44,18 +42,30 @@ FAULTS: dict[str, tuple[dict[str, Any], str, str, str]] = {
 }
 
 
-@functools.cache
-def trial(fault: str) -> tuple[TrialResult, Path, str]:
-    """Run the fault's trial once: (result, trial folder, the unique tag in its engine's command line)."""
-    study = fault_study(FAULTS[fault][0])
-    tag = study.model.client_name
-    tdir = Path(tempfile.mkdtemp(prefix=f"fault-{fault}-"))
-    result = run_trial(study, TrialPlan(trial_id=tag, number=0, engine="sim", args={}), tdir)
-    return result, tdir, tag
+class Runs:
+    """Each fault's trial, run once on first use: (result, trial folder, the tag in its engine's argv)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.done: dict[str, tuple[TrialResult, Path, str]] = {}
+
+    def __call__(self, fault: str) -> tuple[TrialResult, Path, str]:
+        if fault not in self.done:
+            study = fault_study(FAULTS[fault][0])
+            tag = study.model.client_name
+            tdir = self.root / fault
+            result = run_trial(study, TrialPlan(trial_id=tag, number=0, engine="sim", args={}), tdir)
+            self.done[fault] = (result, tdir, tag)
+        return self.done[fault]
+
+
+@pytest.fixture(scope="module")
+def trial(tmp_path_factory: pytest.TempPathFactory) -> Runs:
+    return Runs(tmp_path_factory.mktemp("faults"))
 
 
 @pytest.mark.parametrize("fault", list(FAULTS))
-def test_fault_is_recorded_and_leaves_no_process(fault: str) -> None:
+def test_fault_is_recorded_and_leaves_no_process(fault: str, trial: Runs) -> None:
     result, tdir, tag = trial(fault)
     assert result.outcome.value != "ok" and result.reason, result
     assert result.capacity is None and result.objective is None, "a failed trial is never a fake number"
@@ -77,7 +87,7 @@ def _reason_params() -> list[Any]:
 
 
 @pytest.mark.parametrize("fault", _reason_params())
-def test_fault_outcome_and_reason(fault: str) -> None:
+def test_fault_outcome_and_reason(fault: str, trial: Runs) -> None:
     _, outcome, pattern, _ = FAULTS[fault]
     result, _, _ = trial(fault)
     assert result.outcome.value == outcome, result.reason
