@@ -92,55 +92,58 @@ def test_promoted_yaml_deploys_with_serve_deploy_and_streams_chat(cluster: Serve
     assert info["max_num_seqs"] == 96
 
 
-def test_deploy_moves_alias_and_rollback_restores_the_previous_config(cluster: ServeCluster, tmp_path: Path,
-                                                                       mlflow_uri: str) -> None:
-    client = MlflowClient(tracking_uri=mlflow_uri)
-    first, first_trial_run = _finished_study(mlflow_uri, tmp_path, "roll", 64)
-    proc = _promote_cli(cluster, "--study-run", first, "--mlflow-uri", mlflow_uri, "--deploy",
-                        "--output", str(tmp_path / "p1"))
+@pytest.fixture(scope="module")
+def staged(cluster: ServeCluster, mlflow_uri: str, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """Staging serves version 1 of "life-config" (max_num_seqs 64), deployed with the CLI; its run ids."""
+    tmp = tmp_path_factory.mktemp("staged")
+    study_run, trial_run = _finished_study(mlflow_uri, tmp, "life", 64)
+    proc = _promote_cli(cluster, "--study-run", study_run, "--mlflow-uri", mlflow_uri, "--deploy",
+                        "--output", str(tmp / "p1"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    mv = client.get_model_version_by_alias("roll-config", STAGING)
-    assert str(mv.version) == "1" and mv.run_id == first_trial_run  # trial run found by its tag
-    assert mv.tags["servetune.study_run_id"] == first
+    mv = MlflowClient(tracking_uri=mlflow_uri).get_model_version_by_alias("life-config", STAGING)
+    assert str(mv.version) == "1" and mv.run_id == trial_run  # the trial run, found by its tag
+    assert mv.tags["servetune.study_run_id"] == study_run
     assert _serving(cluster)["engine_args"]["max_num_seqs"] == 64
+    return "life-config"
 
-    second, _ = _finished_study(mlflow_uri, tmp_path, "roll", 128)
+
+def test_deploy_moves_alias_and_rollback_restores_the_previous_config(cluster: ServeCluster, tmp_path: Path,
+                                                                       mlflow_uri: str, staged: str) -> None:
+    client = MlflowClient(tracking_uri=mlflow_uri)
+    before = _serving(cluster)
+    old = str(client.get_model_version_by_alias(staged, STAGING).version)
+    second, _ = _finished_study(mlflow_uri, tmp_path, "life", 128)
     proc = _promote_cli(cluster, "--study-run", second, "--mlflow-uri", mlflow_uri, "--deploy",
                         "--output", str(tmp_path / "p2"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert str(client.get_model_version_by_alias("roll-config", STAGING).version) == "2"
-    assert str(client.get_model_version_by_alias("roll-config", PREVIOUS).version) == "1"
+    new = str(client.get_model_version_by_alias(staged, STAGING).version)
+    assert new != old and str(client.get_model_version_by_alias(staged, PREVIOUS).version) == old
     now = _serving(cluster)
-    assert now["engine_args"]["max_num_seqs"] == 128 and now["lineage"]["model_version"] == "2"
+    assert now["engine_args"]["max_num_seqs"] == 128 and now["lineage"]["model_version"] == new
     _candidate_leaving(cluster)
 
-    proc = _promote_cli(cluster, "--rollback", "roll-config", "--mlflow-uri", mlflow_uri)
+    proc = _promote_cli(cluster, "--rollback", staged, "--mlflow-uri", mlflow_uri)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert str(client.get_model_version_by_alias("roll-config", STAGING).version) == "1"
-    back = _serving(cluster)
-    assert back["engine_args"]["max_num_seqs"] == 64 and back["lineage"]["model_version"] == "1"
+    assert str(client.get_model_version_by_alias(staged, STAGING).version) == old
+    assert _serving(cluster) == before
     smoke_test(cluster.http_base, "/", "qwen3-8b")
 
 
 def test_a_failed_smoke_test_leaves_staging_and_alias_unchanged(cluster: ServeCluster, tmp_path: Path,
-                                                                  mlflow_uri: str) -> None:
+                                                                  mlflow_uri: str, staged: str) -> None:
     client = MlflowClient(tracking_uri=mlflow_uri)
-    good, _ = _finished_study(mlflow_uri, tmp_path, "smoke", 32)
-    proc = _promote_cli(cluster, "--study-run", good, "--mlflow-uri", mlflow_uri, "--deploy",
-                        "--output", str(tmp_path / "good"))
-    assert proc.returncode == 0, proc.stdout + proc.stderr
     before = _serving(cluster)
-    assert before["engine_args"]["max_num_seqs"] == 32
-
-    broken, _ = _finished_study(mlflow_uri, tmp_path, "smoke", 256, sim={
+    alias_before = str(client.get_model_version_by_alias(staged, STAGING).version)
+    broken, _ = _finished_study(mlflow_uri, tmp_path, "life", 256, sim={
         "flavour": "vllm", "gpu": "H200", "mode": "server", "time_scale": 50.0,
         "faults": {"http500_rate": 1.0}})  # starts and reports healthy, answers every request with 500
     proc = _promote_cli(cluster, "--study-run", broken, "--mlflow-uri", mlflow_uri, "--deploy",
                         "--output", str(tmp_path / "broken"))
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "unchanged" in proc.stdout and "500" in proc.stdout
-    mv = client.get_model_version_by_alias("smoke-config", STAGING)
-    assert str(mv.version) == "1"  # version 2 was registered but never got the alias
+    latest = max(int(v.version) for v in client.search_model_versions(f"name = '{staged}'"))
+    assert str(latest) != alias_before  # registered, but never given the alias
+    assert str(client.get_model_version_by_alias(staged, STAGING).version) == alias_before
     assert _serving(cluster) == before
     smoke_test(cluster.http_base, "/", "qwen3-8b")
     _candidate_leaving(cluster)

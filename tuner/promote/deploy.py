@@ -92,8 +92,11 @@ class ServeAdmin:
         raise DeployError(f"app {name!r} not RUNNING after {timeout_s:g}s (status {status}: {_short(message)})")
 
     def wait_gone(self, name: str, timeout_s: float) -> None:
+        """Until app `name` no longer exists (deleting an app drains its replicas first)."""
         deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline and name in (self.details().get("applications") or {}):
+        while name in (self.details().get("applications") or {}):
+            if time.monotonic() > deadline:
+                raise DeployError(f"app {name!r} still exists after {timeout_s:g}s")
             time.sleep(1.0)
 
 
@@ -118,8 +121,13 @@ def deploy_blue_green(admin: ServeAdmin, app: dict[str, Any], *, name: str, rout
                       timeout_s: float = 600, smoke_timeout_s: float = 120,
                       http_options: dict[str, Any] | None = None) -> DeployResult:
     """Deploy `app` (an entry of a Serve config) as `name` only if it passes the smoke test first."""
-    before = admin.declared_apps()
+    t0 = time.monotonic()
     cand_name, cand_prefix = candidate_route(name, route_prefix)
+    try:
+        admin.wait_gone(cand_name, timeout_s)  # a side app from an earlier deploy may still be shutting down
+    except DeployError as exc:
+        return DeployResult(False, f"{name!r} left as it was: {exc}")
+    before = admin.declared_apps()
     base = {k: v for k, v in before.items() if k != cand_name}
     cand = {**app, "name": cand_name, "route_prefix": cand_prefix}
     model = served_model(app)
@@ -129,7 +137,6 @@ def deploy_blue_green(admin: ServeAdmin, app: dict[str, Any], *, name: str, rout
         smoke_test(admin.http_base(), cand_prefix, model, timeout_s=smoke_timeout_s)
     except (DeployError, SmokeTestError) as exc:
         admin.apply(base)  # drop the candidate; `name` was never touched
-        admin.wait_gone(cand_name, 60)
         return DeployResult(False, f"candidate rejected, {name!r} left as it was: {exc}")
     new = {**app, "name": name, "route_prefix": route_prefix}
     admin.apply({**base, cand_name: cand, name: new})
@@ -141,7 +148,6 @@ def deploy_blue_green(admin: ServeAdmin, app: dict[str, Any], *, name: str, rout
         if name in base:
             admin.wait_running(name, base[name], timeout_s)
         return DeployResult(False, f"{name!r} failed after the switch and was restored: {exc}")
-    admin.apply({**base, name: new})
-    admin.wait_gone(cand_name, 60)
-    return DeployResult(True, f"{name!r} serves the new config; smoke test passed "
-                              f"(first token {smoke.ttft_s * 1000:.0f} ms)", smoke)
+    admin.apply({**base, name: new})  # the candidate shuts down in the background
+    return DeployResult(True, f"{name!r} serves the new config after {time.monotonic() - t0:.0f}s; smoke test "
+                              f"passed (first token {smoke.ttft_s * 1000:.0f} ms)", smoke)
