@@ -26,7 +26,13 @@ from tuner.load.capacity import LoadPoint, find_capacity, point_violation
 from tuner.load.metrics import summarize
 from tuner.load.records_io import RecordWriter
 from tuner.load.target import HttpTarget
-from tuner.load.workload import DEFAULT_CONCURRENCY, generate, native_rate, validate_workload
+from tuner.load.workload import (
+    DEFAULT_CONCURRENCY,
+    abnormal_classes,
+    generate,
+    native_rate,
+    validate_workload,
+)
 from tuner.sla import SLATerm, parse_sla
 from tuner.spec.load import load_yaml, validate
 from tuner.spec.study import CapacitySettings
@@ -143,7 +149,7 @@ def run_load(target: HttpTarget, workload: Workload, base: Path | None, mode: st
     finally:
         if writer:
             writer.close()
-    summary = summarize(records, sla=sla)
+    summary = summarize(records, sla=sla, abnormal=abnormal_classes(workload, base))
     if folder:
         output.write_json(folder / "summary.json", summary)
         output.write_json(folder / "probes.json", target.last_probes)

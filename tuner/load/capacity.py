@@ -17,7 +17,7 @@ from pathlib import Path
 from tuner.load.earlystop import EarlyStop
 from tuner.load.metrics import summarize
 from tuner.load.target import Target
-from tuner.load.workload import generate
+from tuner.load.workload import abnormal_classes, generate
 from tuner.records import RequestRecord
 from tuner.sla import SLATerm, max_violation
 from tuner.spec.study import CapacitySettings
@@ -125,14 +125,16 @@ def measure_point(
             guess = int(load * settings.duration_s * 20)
             n, send_until = min(MAX_DURATION_REQUESTS, max(n, guess)), settings.duration_s
     requests = generate(workload, n=n, rate=rate, seed=seed, max_model_len=max_model_len, base_dir=base_dir)
+    abnormal = abnormal_classes(workload, base_dir)
     if stoppable:
-        stop = EarlyStop(sla=sla, total=n, open_loop=not concurrent)
+        normal = sum(1 for r in requests if not r.warmup and r.cls not in abnormal)
+        stop = EarlyStop(sla=sla, total=normal, open_loop=not concurrent, ignore=frozenset(abnormal))
         records = target.run(requests, concurrency=concurrency, stop=stop,  # type: ignore[call-arg]
                              send_until_s=send_until)
     else:
         records = target.run(requests, concurrency=concurrency)
     stopped = getattr(target, "stopped_early", None) if stoppable else None
-    summary = summarize(records, sla=sla)
+    summary = summarize(records, sla=sla, abnormal=abnormal)
     summary["load"] = float(load)
     violation = point_violation(sla, summary)
     if stopped:

@@ -38,8 +38,9 @@ class LiveView:
 @dataclass
 class EarlyStop:
     sla: Sequence[SLATerm]
-    total: int  # measured requests planned for the point
+    total: int  # measured requests planned for the point (abnormal ones not counted)
     open_loop: bool
+    ignore: frozenset[str] = frozenset()  # abnormal classes: not judged against the SLA
     far: float = 3.0
     min_samples: int = 50
     window_s: float = 10.0
@@ -57,10 +58,11 @@ class EarlyStop:
             if q is None or metric not in ("ttft_ms", "e2e_ms"):
                 continue  # tpot/itl/mean terms need finished requests; left to the final summary
             limit_s = term.limit / 1000.0
-            values = [_value(r, metric) for r in view.completed]
+            values = [_value(r, metric) for r in view.completed if r.cls not in self.ignore]
             done = [v for v in values if v is not None]
             over = sum(v > limit_s for v in done)
-            over += sum(1 for r in view.inflight.values() if _still_over(r, metric, limit_s, view.now_s))
+            over += sum(1 for r in view.inflight.values()
+                        if r.cls not in self.ignore and _still_over(r, metric, limit_s, view.now_s))
             allowed = math.floor((1.0 - q) * self.total) if q < 1.0 else 0
             if over > allowed:
                 return f"sla: {over} of {self.total} requests already over {term} (the {stat} cannot meet it)"

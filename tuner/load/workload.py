@@ -19,7 +19,8 @@ from tuner.load.trace import TraceRows, read_trace, resolve
 from tuner.records import Request
 from tuner.spec.workload import Empirical, LogNormal, RequestClass, Workload
 
-__all__ = ["DEFAULT_CONCURRENCY", "PROFILES", "classes_for", "generate", "native_rate", "validate_workload"]
+__all__ = ["DEFAULT_CONCURRENCY", "PROFILES", "abnormal_classes", "classes_for", "generate", "native_rate",
+           "validate_workload"]
 
 
 def classes_for(workload: Workload, base_dir: Path | None = None) -> list[RequestClass]:
@@ -67,6 +68,13 @@ def validate_workload(workload: Workload, base_dir: Path | None = None) -> None:
             if isinstance(dist, Empirical) and any(v < 1 for v in dist.values):
                 raise SpecError("empirical lengths must be >= 1", f"workload.classes[{i}].{part}.values",
                                 "give positive token counts")
+
+
+def abnormal_classes(workload: Workload, base_dir: Path | None = None) -> set[str]:
+    """Names of the classes counted apart from the normal traffic (`abnormal: true`)."""
+    if workload.trace is not None:
+        return set()
+    return {c.name for c in classes_for(workload, base_dir) if c.abnormal}
 
 
 def native_rate(workload: Workload, base_dir: Path | None = None) -> float | None:

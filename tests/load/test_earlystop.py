@@ -1,0 +1,57 @@
+"""Early-stop rules on hand-made live views: each rule fires when its verdict is certain, not before."""
+
+from __future__ import annotations
+
+from tuner.load.earlystop import EarlyStop, LiveView
+from tuner.records import RequestRecord
+from tuner.sla import parse_sla
+
+
+def done(i: int, ttft: float, cls: str = "a") -> RequestRecord:
+    return RequestRecord(id=i, cls=cls, input_len=1, output_len=2, sent_s=0.0, first_token_s=ttft,
+                         done_s=ttft + 0.01, token_times=[ttft, ttft + 0.01], output_tokens=2)
+
+
+def waiting(i: int, sent: float, cls: str = "a") -> RequestRecord:
+    return RequestRecord(id=i, cls=cls, input_len=1, output_len=2, sent_s=sent)
+
+
+SLA = parse_sla("p99_ttft_ms<=100")
+
+
+def test_sla_rule_needs_more_than_one_percent_certainly_over() -> None:
+    stop = EarlyStop(sla=SLA, total=200, open_loop=False)
+    fast = [done(i, 0.05) for i in range(10)]
+    late = {100 + i: waiting(100 + i, 0.0) for i in range(3)}  # in flight 0.5 s without a first token
+    assert stop(LiveView(0.5, dict(list(late.items())[:2]), fast, 12, 200)) is None  # 2 of 200 may be over
+    reason = stop(LiveView(0.5, late, fast, 13, 200))
+    assert reason is not None and reason.startswith("sla: 3 of 200")
+
+
+def test_running_quantile_far_over_the_limit() -> None:
+    stop = EarlyStop(sla=SLA, total=100_000, open_loop=False)
+    slow = [done(i, 0.2) for i in range(49)]
+    assert stop(LiveView(1.0, {}, slow, 49, 100_000)) is None  # fewer than 50 finished
+    assert stop(LiveView(1.0, {}, [*slow, done(99, 0.2)], 50, 100_000)) is None  # 2x, not 3x
+    over = [done(i, 0.35) for i in range(50)]
+    assert (stop(LiveView(1.0, {}, over, 50, 100_000)) or "").startswith("sla: running p99_ttft_ms")
+
+
+def test_abnormal_classes_are_not_judged() -> None:
+    stop = EarlyStop(sla=SLA, total=100, open_loop=False, ignore=frozenset({"abnormal"}))
+    long = {i: waiting(i, 0.0, cls="abnormal") for i in range(10)}
+    assert stop(LiveView(5.0, long, [done(99, 0.9, cls="abnormal")], 11, 110)) is None
+
+
+def test_saturation_needs_a_growing_queue_while_sending() -> None:
+    grow = EarlyStop(sla=(), total=10_000, open_loop=True, window_s=4.0, min_inflight=16)
+    flat = EarlyStop(sla=(), total=10_000, open_loop=True, window_s=4.0, min_inflight=16)
+    reason = None
+    for k in range(40):
+        t = k * 0.25
+        assert flat(LiveView(t, {i: waiting(i, t) for i in range(40)}, [], 100 + k, 10_000)) is None
+        reason = reason or grow(LiveView(t, {i: waiting(i, t) for i in range(4 + 3 * k)}, [], 100 + k, 10_000))
+    assert reason is not None and reason.startswith("saturated")
+    closed = EarlyStop(sla=(), total=10_000, open_loop=False, window_s=4.0, min_inflight=16)
+    assert all(closed(LiveView(k * 0.25, {i: waiting(i, 0) for i in range(4 + 3 * k)}, [], 100, 10_000)) is None
+               for k in range(40))
