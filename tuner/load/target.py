@@ -171,6 +171,7 @@ class HttpTarget:
                         sem.release()
                     break
                 rec = records[i]
+                rec.sent_s = time.perf_counter() - t0  # refined when the body is written
                 inflight[rec.id] = rec
                 sent_ids.add(rec.id)
                 state["sent"] += 1
