@@ -104,6 +104,11 @@ def check_space_files(study: Study, base_dir: Path) -> None:
     """A missing search_space.file is named as such, with the places looked in."""
     from tuner.search.space import SPACES_DIR
 
+    if isinstance(study.search_space, dict):  # per-engine blocks: one for an engine not run would be ignored
+        for key in study.search_space:
+            if key not in study.engine_names:
+                raise SpecError(f"search_space has a block for {key!r}, which this study does not run",
+                                f"search_space.{key}", f"key the blocks by the study's engines: {study.engine_names}")
     for engine in study.engine_names:
         ref = study.space_ref(engine)
         if not ref.file:

@@ -80,6 +80,9 @@ def parse_term(text: str, where: str = "sla") -> SLATerm:
     limit = float(value)
     if limit <= 0:
         raise SpecError(f"SLA limit for {name} must be > 0, got {limit:g}", where, "give a positive limit")
+    if name == "error_rate" and limit > 1:
+        raise SpecError(f"error_rate is a fraction of requests, got {limit:g}", where,
+                        "write e.g. 'error_rate <= 0.01' for 1%")
     return SLATerm(name, limit)
 
 

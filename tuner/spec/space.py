@@ -45,6 +45,9 @@ class Param(Strict):
         elif self.type == "categorical":
             if not self.choices:
                 raise ValueError("categorical parameter needs a non-empty choices list")
+        if self.type in ("categorical", "bool") and (self.low, self.high, self.step) != (None, None, None):
+            raise ValueError(f"low, high and step only apply to int and float parameters, not {self.type}"
+                             " | fix: narrow it with choices")
         if self.type != "categorical" and self.choices is not None:
             raise ValueError(f"choices only apply to categorical parameters, not {self.type}")
         return self
