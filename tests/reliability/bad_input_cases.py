@@ -221,6 +221,13 @@ CASES: list[Case] = [
          (put("search_space", {"constraints": [{"require": "max_num_seqs <= 32"},
                                                 {"require": "max_num_seqs >= 64"}]}),),
          "search_space.constraints: the sim constraints contradict each other: no value meets all of 'max_num_seqs <= 32', 'max_num_seqs >= 64' | fix: drop or loosen one of them"),
+    Case("space-block-for-other-engine", "a per-engine search_space block for an engine the study does not run",
+         (put("search_space", {"vllm": {"overrides": {"max_num_seqs": {"high": 64}}}}),),
+         "search_space.vllm: search_space has a block for 'vllm', which this study does not run | fix: key the blocks by the study's engines: ['sim']"),
+    Case("override-range-on-categorical", "low/high on a categorical parameter",
+         (put("search_space", {"overrides": {"block_size": {"low": 1}}}),),
+         "search_space.overrides.block_size: low, high and step only apply to int and float parameters, not categorical | fix: narrow it with choices",
+         bug=BUG_OVERRIDE_TEXT),
     Case("space-file-missing", "search_space.file that does not exist",
          (put("search_space", {"file": "spaces/nope.yaml"}),),
          "search_space.file: search-space file spaces/nope.yaml not found (looked for {tmp}/spaces/nope.yaml, spaces/nope.yaml, {root}/spaces/nope.yaml) | fix: give a path relative to the study file, or leave file out for the built-in space"),
@@ -243,6 +250,8 @@ CASES: list[Case] = [
          "{study}: sla: SLA term(s) given twice: ['p99_ttft_ms'] | fix: keep one limit per term"),
     Case("sla-zero-limit", "an SLA limit of 0", (put("sla", ["p99_ttft_ms <= 0"]),),
          "{study}: sla[0]: SLA limit for p99_ttft_ms must be > 0, got 0 | fix: give a positive limit"),
+    Case("sla-error-rate-percent", "an error_rate limit written as a percentage", (put("sla", ["error_rate <= 2"]),),
+         "{study}: sla[0]: error_rate is a fraction of requests, got 2 | fix: write e.g. 'error_rate <= 0.01' for 1%"),
     Case("sla-mapping", "SLA written as a mapping", (put("sla", {"p99_ttft_ms": 500}),),
          "{study}: sla: sla must be a list of terms, got dict | fix: write sla: [\"p99_ttft_ms <= 500\", ...]"),
     # -- load and workload
@@ -346,13 +355,15 @@ def render() -> str:
         "status 2, prints exactly this message on stderr (after `error: `), and starts nothing: no engine,",
         "no Ray trial, no MLflow run, no files in the output folder. Messages say *where* (file and key",
         "path, or the command-line flag), *what* is wrong, and *how to fix it* (after `fix:`).",
-        "`study.yaml` stands for the study file's path, `…` for text that comes from the OS or a library.",
+        "`study.yaml` stands for the study file's path, `<repo>` for the servetune checkout, `…` for text that comes",
+        "from the OS, a library, or a list that grows (known GPUs, shapes, engine arguments).",
         "",
         "| case | mistake | message |",
         "|---|---|---|",
     ]
     for c in CASES:
-        msg = c.message.replace("{study}", "study.yaml").replace("{tmp}", "…").replace(WILD, "…")
+        msg = c.message.replace("{study}", "study.yaml").replace("{tmp}", "…").replace("{root}", "<repo>")
+        msg = msg.replace(WILD, "…")
         msg = msg.replace("|", "\\|")
         note = " (message being fixed: the test is an expected failure until then)" if c.bug else ""
         lines.append(f"| `{c.id}` | {c.what}{note} | `{msg}` |")
