@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +19,8 @@ from serve_apps.args import AppArgs
 from tuner.outcome import TrialOutcome
 from tuner.promote import promote_study
 from tuner.promote.registry import PREVIOUS, REPLACED_TAG, STAGING, ConfigRegistry
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -111,3 +116,22 @@ def test_nothing_promoted_registers_nothing_and_records_why(tmp_path: Path, stor
     assert not (tmp_path / "out" / "promoted.yaml").exists()
     assert json.loads((tmp_path / "out" / "promotion.json").read_text())["reason"] == result.reason
     assert client.get_run(result.run_id).data.tags["servetune.promoted"] == "false"
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "RAY_ADDRESS")}
+    return subprocess.run([sys.executable, "-m", "tuner.promote", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_cli_bad_input_exits_2_with_what_where_fix(store) -> None:
+    uri, client = store
+    proc = _cli("--study-run", "0123456789abcdef", "--mlflow-uri", uri)
+    assert proc.returncode == 2 and "--study-run" in proc.stderr and "no MLflow run" in proc.stderr
+    trial_run = client.create_run(client.create_experiment("lonely")).info.run_id
+    proc = _cli("--study-run", trial_run, "--mlflow-uri", uri)
+    assert proc.returncode == 2 and "no trials.parquet" in proc.stderr
+    proc = _cli("--rollback", "promo-config", "--mlflow-uri", uri)  # one version only: nothing to go back to
+    assert proc.returncode == 2 and "previous-staging" in proc.stderr and "fix:" in proc.stderr
+    proc = _cli("--rollback", "promo-config")
+    assert proc.returncode == 2 and "MLFLOW_TRACKING_URI" in proc.stderr

@@ -62,10 +62,10 @@ def _admin(args: argparse.Namespace):  # -> ServeAdmin (imported late: Ray is sl
 
 
 def _run(args: argparse.Namespace) -> int:
+    uri = _uri(args)  # before the slow imports: bad input answers at once
     from tuner.promote.ops import deploy_version, rollback
     from tuner.promote.registry import ConfigRegistry
 
-    uri = _uri(args)
     registry = ConfigRegistry(uri)
     if args.rollback:
         registry.rollback_target(args.rollback)  # fail before touching Serve when there is nothing
