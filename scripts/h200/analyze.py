@@ -128,6 +128,9 @@ def main(argv: list[str] | None = None) -> int:
           f"{sum(starts) / walls:.0%} of trial time)" if starts else "- no server started")
     for label, t in (("baseline", base), ("winner", best)):
         path = args.results / f"requests_{label}.parquet"
+        if label == "winner" and best is base:
+            print("- winner = baseline (the defaults): its roofline is the line above")
+            continue
         if t is not None and path.exists():
             r = decode_roofline(path, args.copy_tbps)
             print(f"- {label} roofline: " + json.dumps({k: round(v, 3) for k, v in r.items()}))

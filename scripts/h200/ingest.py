@@ -104,6 +104,8 @@ def main(argv: list[str] | None = None) -> int:
         base = next((t for t in trials if t.baseline), None)
         best = winner(trials)
         for label, t in (("baseline", base), ("winner", best)):
+            if label == "winner" and best is base:
+                continue  # the defaults won: requests_baseline.parquet is the winner's too
             if t is not None and t.records_path:
                 shutil.copyfile(t.records_path, dest / f"requests_{label}.parquet")
         from tuner.study_flow import _report
