@@ -38,7 +38,7 @@ def test_killed_driver_leaves_no_engine_and_resume_loses_nothing(tmp_path: Path)
                             promotion={"enabled": False})
     # Qwen3-32B weights (~65 GB) do not fit at low memory fractions: some trials fail to start (oom), the rest serve.
     data["model"].update(name="Qwen/Qwen3-32B")
-    data["search_space"]["overrides"] = {"gpu_memory_utilization": {"low": 0.3, "high": 0.95}}
+    data["search_space"]["overrides"] = {"gpu_memory_utilization": {"low": 0.2, "high": 0.6}}
     tag = data["model"]["served_name"]
     study = tmp_path / "killed.yaml"
     study.write_text(yaml.safe_dump(data))
