@@ -33,8 +33,10 @@ def check_nothing_started(out: Path) -> None:
 
 
 def _params(cases: list[Case]) -> list:
-    return [pytest.param(c, id=c.id, marks=[pytest.mark.xfail(strict=True, reason=c.bug)] if c.bug else [])
-            for c in cases]
+    def marks(c: Case) -> list:
+        return ([pytest.mark.xfail(strict=True, reason=c.bug)] if c.bug else []) + (
+            [pytest.mark.slow] if c.needs_ray else [])  # starting Ray takes a while
+    return [pytest.param(c, id=c.id, marks=marks(c)) for c in cases]
 
 
 @pytest.mark.parametrize("case", _params([c for c in CASES if not c.needs_ray]))
