@@ -38,29 +38,47 @@ class Upstream:
             self._session = aiohttp.ClientSession(timeout=timeout)
         return self._session
 
-    async def forward(self, request: Request) -> Response:
+    async def open(self, request: Request, body: bytes | None = None) -> aiohttp.ClientResponse:
+        """Send `request` upstream (its body, or `body` when already read); raises aiohttp.ClientError."""
         url = self.base_url + sub_path(request)
         if request.url.query:
             url += "?" + request.url.query
         headers = {k: v for k, v in request.headers.items() if k.lower() in _FORWARDED_HEADERS}
-        body = await request.body()
+        data = await request.body() if body is None else body
+        return await self._client().request(request.method, url, data=data or None, headers=headers)
+
+    async def forward(self, request: Request, body: bytes | None = None) -> Response:
         try:
-            upstream = await self._client().request(request.method, url, data=body or None, headers=headers)
+            upstream = await self.open(request, body)
         except aiohttp.ClientError as exc:
-            return _error(502, f"engine server unreachable: {type(exc).__name__}: {exc}")
-        media = upstream.headers.get("Content-Type", "")
-        if "text/event-stream" in media:
-            return StreamingResponse(_stream(upstream), status_code=upstream.status, media_type=media,
-                                     headers={"Cache-Control": "no-cache"})
+            return error_response(502, f"engine server unreachable: {type(exc).__name__}: {exc}")
+        return await relay(upstream)
+
+    async def get_status(self, path: str, timeout_s: float) -> int:
+        """Status of a GET (0 when nothing answered), for health checks."""
         try:
-            data = await upstream.read()
-        finally:
-            upstream.release()
-        return Response(data, status_code=upstream.status, media_type=media or None)
+            async with self._client().get(self.base_url + path, timeout=aiohttp.ClientTimeout(total=timeout_s)) as r:
+                return r.status
+        except (aiohttp.ClientError, TimeoutError):
+            return 0
 
     async def close(self) -> None:
         if self._session is not None:
             await self._session.close()
+
+
+async def relay(upstream: aiohttp.ClientResponse, headers: dict[str, str] | None = None) -> Response:
+    """The upstream answer as a Starlette response: event streams pass through chunk by chunk."""
+    media = upstream.headers.get("Content-Type", "")
+    extra = dict(headers or {})
+    if "text/event-stream" in media:
+        return StreamingResponse(_stream(upstream), status_code=upstream.status, media_type=media,
+                                 headers={"Cache-Control": "no-cache", **extra})
+    try:
+        data = await upstream.read()
+    finally:
+        upstream.release()
+    return Response(data, status_code=upstream.status, media_type=media or None, headers=extra)
 
 
 async def _stream(upstream: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
@@ -71,6 +89,6 @@ async def _stream(upstream: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
         upstream.release()
 
 
-def _error(status: int, message: str) -> Response:
+def error_response(status: int, message: str) -> Response:
     body = {"error": {"message": message, "type": "servetune_proxy_error", "code": status}}
     return Response(json.dumps(body), status_code=status, media_type="application/json")

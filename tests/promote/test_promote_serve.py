@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +22,7 @@ from serve_cluster import ServeCluster, serve_cluster
 
 from tuner.promote import promote_study
 from tuner.promote.registry import PREVIOUS, STAGING
+from tuner.promote.serve_config import app_args, app_config, failover_apps
 from tuner.promote.smoke import smoke_test
 
 pytestmark = pytest.mark.slow
@@ -147,3 +149,32 @@ def test_a_failed_smoke_test_leaves_staging_and_alias_unchanged(cluster: ServeCl
     assert _serving(cluster) == before
     smoke_test(cluster.http_base, "/", "qwen3-8b")
     _candidate_leaving(cluster)
+
+
+def test_failover_router_sends_traffic_to_the_secondary_when_the_primary_fails(cluster: ServeCluster) -> None:
+    """Primary answers every request with HTTP 500 (sim fault); the router retries on the secondary."""
+    bad = make_study("fo", sim={"flavour": "vllm", "gpu": "H200", "mode": "server", "time_scale": 50.0,
+                                "faults": {"http500_rate": 1.0}})
+    good = make_study("fo", sim={"flavour": "sglang", "gpu": "H200", "mode": "server", "time_scale": 50.0})
+    primary = app_config(app_args(bad, make_trial(0, 3000, 300, max_num_seqs=16)), name="x", route_prefix="/x")
+    sglang_trial = make_trial(1, 2500, 250)
+    sglang_trial.args = {"max_running_requests": 24}
+    secondary = app_config(app_args(good, sglang_trial), name="y", route_prefix="/y")
+    apps = failover_apps(primary, secondary, name="ha", route_prefix="/ha", proxy_url=cluster.http_base)
+    admin = cluster.admin()
+    admin.apply({**admin.declared_apps(), **{a["name"]: a for a in apps}})
+    try:
+        for app in apps:
+            admin.wait_running(app["name"], app, 300)
+        for _ in range(3):
+            smoke = smoke_test(cluster.http_base, "/ha", "qwen3-8b", max_tokens=4)
+            assert smoke.text.split() == ["tok"] * 4
+        req = urllib.request.Request(cluster.http_base + "/ha/server_info")
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            assert resp.headers["x-servetune-backend"] == "secondary"
+            assert json.loads(resp.read())["max_running_requests"] == 24  # the SGLang-flavour side
+        state = json.loads(cluster.get("/ha/servetune/failover"))
+        assert state["primary"]["failures"] >= 3 and not state["primary"]["healthy"]
+        assert state["secondary"]["healthy"]
+    finally:
+        admin.apply({k: v for k, v in admin.declared_apps().items() if not k.startswith("ha")})

@@ -92,8 +92,8 @@ def _register(client: MlflowClient, study: Study, winner: Candidate, reason: str
     tags = _lineage_tags(study, winner, parent_run_id, run_id)
     _log_params(client, run_id, study, winner)
     registry = ConfigRegistry(tracking_uri)
-    link = trial.mlflow_run_id or parent_run_id or run_id
-    version = registry.register(name, source_run_id=run_id, run_id=link, tags=tags, description=reason)
+    # A tracking server requires the version's run to hold its source; the trial run is linked by tags.
+    version = registry.register(name, source_run_id=run_id, run_id=run_id, tags=tags, description=reason)
     lineage = {"model_name": name, "model_version": version, "study": study.name, "trial_id": trial.trial_id}
     if parent_run_id:
         lineage["study_run_id"] = parent_run_id

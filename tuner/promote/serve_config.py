@@ -137,3 +137,20 @@ def read_app(path: Path, name: str | None = None) -> dict[str, Any]:
     if not apps:
         raise ValueError(f"{path}: no application in this Serve config")
     return dict(apps[0])
+
+
+def failover_apps(primary: dict[str, Any], secondary: dict[str, Any], *, name: str, route_prefix: str,
+                  proxy_url: str = "http://127.0.0.1:8000") -> list[dict[str, Any]]:
+    """Three Serve apps: two promoted configs on their own routes and a failover router on `route_prefix`
+    (e.g. the best vLLM config as primary, the best SGLang config as secondary; serve_apps.failover)."""
+    base = route_prefix.rstrip("/") or f"/{name}"
+    sides = {side: {**app, "name": f"{name}-{side}", "route_prefix": f"{base}-{side}"}
+             for side, app in (("primary", primary), ("secondary", secondary))}
+    router = {
+        "name": name,
+        "route_prefix": route_prefix,
+        "import_path": "serve_apps.failover:build_app",
+        "args": {"primary": sides["primary"]["route_prefix"], "secondary": sides["secondary"]["route_prefix"],
+                 "proxy_url": proxy_url},
+    }
+    return [sides["primary"], sides["secondary"], router]
