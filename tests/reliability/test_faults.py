@@ -94,6 +94,30 @@ def test_fault_outcome_and_reason(fault: str, trial: Runs) -> None:
     assert re.search(pattern, result.reason), result.reason
 
 
+def test_fault_trials_are_consistent_in_mlflow(trial: Runs, empty_store: Path, tmp_path: Path) -> None:
+    """Each fault's trial as the driver logs it: one child run, its outcome and reason as tags, its engine log."""
+    import shutil
+
+    from mlflow.tracking import MlflowClient
+
+    from tuner.tracking.mlflow_log import StudyTracker, default_uri
+
+    shutil.copy(empty_store, tmp_path / "mlflow.db")
+    tracker = StudyTracker(default_uri(tmp_path), "faults", "faults", tmp_path / "mlartifacts")
+    tracker.start()
+    results = {f: trial(f)[0] for f in FAULTS}
+    ids = {f: tracker.log_trial(r, [], {}) for f, r in results.items()}
+    tracker.finish(True)
+    client = MlflowClient(tracking_uri=default_uri(tmp_path))
+    assert sorted(tracker.logged_trials().values()) == sorted(ids.values())
+    for f, r in results.items():
+        run = client.get_run(ids[f])
+        assert run.data.tags["servetune.outcome"] == r.outcome.value and run.data.tags["servetune.reason"] == r.reason
+        assert run.info.status == ("FINISHED" if r.outcome.ran else "FAILED"), f
+        assert "objective" not in run.data.metrics and "capacity" not in run.data.metrics, f
+        assert "engine.log" in {a.path for a in client.list_artifacts(ids[f])}, f
+
+
 def test_port_taken_is_start_failed(tmp_path: Path) -> None:
     """Another process listens on the engine's port: start_failed 'port in use', nothing left running."""
     study = fault_study({})

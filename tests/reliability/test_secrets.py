@@ -28,16 +28,6 @@ def leaks(root: Path) -> list[str]:
             for s in SECRETS if s.encode() in p.read_bytes()]
 
 
-@pytest.fixture(scope="module")
-def empty_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """An MLflow SQLite store with its tables made once (creating them takes seconds), copied per test."""
-    from mlflow.tracking import MlflowClient
-
-    d = tmp_path_factory.mktemp("store")
-    MlflowClient(tracking_uri=default_uri(d)).search_experiments()
-    return d / "mlflow.db"
-
-
 def tracker(out: Path, empty_store: Path) -> StudyTracker:
     out.mkdir(parents=True, exist_ok=True)
     shutil.copy(empty_store, out / "mlflow.db")
