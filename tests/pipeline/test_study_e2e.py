@@ -40,7 +40,9 @@ def _check_outputs(out: Path, uri: str, study: str, n_trials: int) -> None:
     names = {c.data.tags["servetune.trial_id"] for c in trial_runs}
     assert names == {r["trial_id"] for r in rows}
     version = client.get_model_version_by_alias(f"{study}-config", "staging")
-    assert version.run_id in {c.info.run_id for c in trial_runs} | {parents[0].info.run_id}
+    assert version.tags["servetune.trial_id"] in names
+    promotion_run = client.get_run(version.run_id)
+    assert promotion_run.data.tags.get("mlflow.parentRunId") == parents[0].info.run_id
 
 
 def test_default_study_end_to_end(tmp_path: Path) -> None:
@@ -52,13 +54,13 @@ def test_default_study_end_to_end(tmp_path: Path) -> None:
 
 
 def test_failed_trials_are_recorded_and_the_study_goes_on(tmp_path: Path) -> None:
-    """Qwen3-32B weights (~65 GB) do not fit at low memory fractions: those trials fail to start (oom)."""
+    """Qwen3-32B weights (~65 GB) do not fit in 45% of an H200: searched trials fail (oom); the baseline runs."""
     path = small_study(tmp_path, name="fails", search_space={
-        "overrides": {"gpu_memory_utilization": {"low": 0.2, "high": 0.95}},
+        "overrides": {"gpu_memory_utilization": {"low": 0.2, "high": 0.45}},
         "exclude": ["block_size", "scheduling_policy", "max_num_partial_prefills"],
     }, model={"name": "Qwen/Qwen3-32B", "max_model_len": 16384}, search={"n_startup_trials": 8})
     out = tmp_path / "out"
-    proc = run_cli("--study", str(path), "--output", str(out), "--trials", "6", "--no-promote")
+    proc = run_cli("--study", str(path), "--output", str(out), "--trials", "4", "--no-promote")
     rows = pq.read_table(out / "trials.parquet").to_pylist()
     assert len(rows) >= 2, proc.stdout + proc.stderr
     failed = [r for r in rows if r["outcome"] in ("oom", "start_failed")]

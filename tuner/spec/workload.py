@@ -6,9 +6,9 @@ Lengths are in tokens. The generator that turns these into `Request`s lives in t
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 
 class Strict(BaseModel):
@@ -83,12 +83,19 @@ class SharedPrefix(Strict):
 
 
 class RequestClass(Strict):
+    """One kind of request. A length may be written as a plain number, short for ``{dist: fixed, value: N}``."""
+
     name: str = Field(min_length=1)
     weight: float = Field(gt=0)
     input: LengthDist
     output: LengthDist
     shared_prefix: SharedPrefix | None = None
     abnormal: bool = False  # counted separately in metrics (the seeds' > 16K requests)
+
+    @field_validator("input", "output", mode="before")
+    @classmethod
+    def _plain_number(cls, v: Any) -> Any:
+        return {"dist": "fixed", "value": v} if isinstance(v, int) and not isinstance(v, bool) else v
 
 
 class Arrivals(Strict):
