@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 import time
 from pathlib import Path
@@ -60,18 +59,12 @@ def load(args: argparse.Namespace) -> tuple[Study, dict[str, Any], Path]:
 
 
 def init_ray(study: Study) -> None:
+    """Join the cluster in RAY_ADDRESS or the one `ray start` made on this node (as under `ray job submit`),
+    else start a local Ray. `RAY_ADDRESS=local` always starts a private one."""
     import ray
 
-    if ray.is_initialized():
-        return
-    address = os.environ.get("RAY_ADDRESS")
-    if address:
-        ray.init(address=address, log_to_driver=False)
-        return
-    try:
-        ray.init(address="auto", log_to_driver=False)
-    except (ConnectionError, RuntimeError, ValueError):
-        ray.init(num_cpus=max(2, os.cpu_count() or 2), include_dashboard=False, log_to_driver=False)
+    if not ray.is_initialized():
+        ray.init(log_to_driver=False)
 
 
 def check_cluster(study: Study, max_concurrent: int) -> int:

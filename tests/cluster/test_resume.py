@@ -22,13 +22,7 @@ from mlflow.tracking import MlflowClient
 from tests.cluster.ray_head import RayHead, descendants
 from tests.conftest import ROOT, small_study
 
-pytestmark = [
-    pytest.mark.slow,
-    # Known bug (reported to the pipeline owner): Tune's experiment state lags trials.parquet, so a driver
-    # killed right after a trial finished re-runs that trial's config under a new id and the same number.
-    pytest.mark.xfail(reason="resume repeats trials finished after Tune's last experiment checkpoint",
-                      strict=False),
-]
+pytestmark = [pytest.mark.slow]
 TRIALS = 5
 
 

@@ -1,14 +1,14 @@
 """The study driver: Ray Tune + the constrained Optuna searcher, results streamed to disk and MLflow.
 
 Finished trials are written to trials.parquet and MLflow as each completes, so a killed driver
-loses nothing finished; `resume` continues the same Tune experiment and reconciles MLflow runs.
+loses nothing finished; `resume` replays the finished trials into the searcher, runs the rest as a new
+Tune experiment and reconciles MLflow runs.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -114,28 +114,30 @@ def run_search(study: Study, study_data: dict[str, Any], space: Space, out: Path
     fn = tune.with_parameters(trainable, study_data=study_data, output_dir=str(out), base_dir=str(base_dir))
     fn = tune.with_resources(fn, res)
     storage = str((out / "tune").resolve())
-    name = "search"
-    run_config = tune.RunConfig(
-        name=name, storage_path=storage, callbacks=[recorder], verbose=0,
-        failure_config=tune.FailureConfig(max_failures=0, fail_fast=False),
-        checkpoint_config=tune.CheckpointConfig(checkpoint_at_end=False),
-    )
-    exp_path = os.path.join(storage, name)
     searcher = make_searcher(study, space)
-    if resume and tune.Tuner.can_restore(exp_path):
-        tuner = tune.Tuner.restore(exp_path, trainable=fn, resume_unfinished=True, resume_errored=False,
-                                   restart_errored=False)
-        tuner._local_tuner._run_config.callbacks = [recorder]  # callbacks are not restored by Tune
-    else:
+    name, remaining = "search", trials
+    if known and hasattr(progress, "restore"):
+        progress.restore(list(known.values()))
+    if resume and known:
+        # trials.parquet is the record of what finished (Tune saves its experiment state only every few
+        # seconds, so it can lag): replay those trials into the searcher, run the rest as a new experiment.
+        searcher.core.replay(list(known.values()))
+        name, remaining = f"search-resume-{len(known)}", trials - len(known)
+    if remaining > 0:
+        run_config = tune.RunConfig(
+            name=name, storage_path=storage, callbacks=[recorder], verbose=0,
+            failure_config=tune.FailureConfig(max_failures=0, fail_fast=False),
+            checkpoint_config=tune.CheckpointConfig(checkpoint_at_end=False),
+        )
         tuner = tune.Tuner(
             fn,
             tune_config=tune.TuneConfig(
-                search_alg=searcher, num_samples=trials, max_concurrent_trials=max_concurrent,
+                search_alg=searcher, num_samples=remaining, max_concurrent_trials=max_concurrent,
                 time_budget_s=study.budget.time_limit_s, reuse_actors=True,
             ),
             run_config=run_config,
         )
-    tuner.fit()
+        tuner.fit()
     rejected = list(getattr(searcher, "rejected", []))
     return SearchRun(trials=sorted(recorder.trials.values(), key=lambda t: t.number), rejected=rejected,
                      wall_s=time.monotonic() - t0)

@@ -81,6 +81,34 @@ class SearchCore:
                 fixed["engine"] = engine
             self._warm.append(fixed)
 
+    def replay(self, done: list[Any]) -> None:
+        """Re-tell trials a previous driver finished (TrialResults from trials.parquet), in number order.
+
+        A resumed study then samples after them: their configs count as launched (never relaunched),
+        Optuna and the feasibility model learn from them, and numbering continues after the highest.
+        """
+        from tuner.search.trainable import result_metrics
+
+        for t in sorted(done, key=lambda t: t.number):
+            self._next = t.number
+            if t.baseline and t.engine in self._baselines:
+                self._baselines.remove(t.engine)
+                cfg = self._baseline(t.engine)
+            else:
+                fixed = {f"{t.engine}.{k}": v for k, v in t.params.items()}
+                if self.space.joint:
+                    fixed["engine"] = t.engine
+                trial: optuna.Trial | None = None
+                if fixed:
+                    self.optuna.enqueue_trial(fixed, user_attrs={"replayed": True}, skip_if_exists=False)
+                    trial = self._ask_trial(False)
+                    self.space.sample(trial)
+                cfg = self._launch(trial, t.engine, dict(t.params), dict(t.args), list(t.notes),
+                                   baseline=t.baseline)
+            self.tell(cfg["number"], result_metrics(self.study, t))
+        if done:
+            self._next = max(t.number for t in done) + 1
+
     # ---------------------------------------------------------------- ask
 
     def ask(self) -> dict[str, Any] | None:
