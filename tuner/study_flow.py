@@ -94,7 +94,8 @@ def run_study(study: Study, data: dict[str, Any], study_path: Path, space: Space
         base = next((t for t in trials if t.baseline), None)
         best = max((t for t in trials if t.feasible), key=lambda t: t.objective or 0, default=None)
         tracker.log_outputs(
-            [out / "trials.parquet", out / "pareto.json", out / "promoted.yaml", *([report] if report else [])],
+            [out / "trials.parquet", out / "pareto.json", out / "promoted.yaml", *([report] if report else []),
+             *sorted((out / "plots").glob("*.html"))],
             {"trials_ok": sum(t.outcome.ran for t in trials), "trials_failed": sum(not t.outcome.ran for t in trials),
              "best_objective": best.objective if best else None,
              "baseline_objective": base.objective if base else None,
@@ -117,7 +118,8 @@ def _report(study: Study, trials: list[TrialResult], out: Path, promoted_id: str
     try:
         return write_report(out, study_name=study.name, trials=trials, sla=study.sla,
                             objective_metric=study.objective.metric, latency_metric=study.objective.latency_metric,
-                            promoted_trial_id=promoted_id, baseline_trial_id=base.trial_id if base else None)
+                            promoted_trial_id=promoted_id, baseline_trial_id=base.trial_id if base else None,
+                            figure_files=True)
     except Exception as exc:  # noqa: BLE001 - a report problem must not fail a finished study
         log.warning("report.html could not be written: %s", exc)
         return None

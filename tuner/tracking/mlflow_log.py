@@ -154,7 +154,8 @@ class StudyTracker:
         assert self.parent_run_id
         for f in files:
             if f.exists():
-                self.client.log_artifact(self.parent_run_id, str(f))
+                sub = "plots" if f.parent.name == "plots" else None
+                self.client.log_artifact(self.parent_run_id, str(f), artifact_path=sub)
         for k, v in summary.items():
             if (f := _clean(v)) is not None:
                 self.client.log_metric(self.parent_run_id, k, f)

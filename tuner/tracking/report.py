@@ -50,8 +50,10 @@ def write_report(
     latency_metric: str,
     promoted_trial_id: str | None,
     baseline_trial_id: str | None,
+    figure_files: bool = False,
 ) -> Path:
-    """Write ``output_dir/report.html`` atomically and return its path."""
+    """Write ``output_dir/report.html`` atomically and return its path; with `figure_files` also each plot
+    as ``output_dir/plots/<name>.html`` (for the study's MLflow run)."""
     figs = figures(trials, sla=sla, objective_metric=objective_metric, latency_metric=latency_metric,
                    promoted_trial_id=promoted_trial_id, baseline_trial_id=baseline_trial_id)
     page = render_html(figs, study_name=study_name, trials=trials, sla=sla, objective_metric=objective_metric,
@@ -59,6 +61,8 @@ def write_report(
                        baseline_trial_id=baseline_trial_id)
     path = output_dir / "report.html"
     write_text(path, page)
+    if figure_files:
+        write_figure_files(output_dir, figs)
     return path
 
 
