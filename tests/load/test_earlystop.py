@@ -46,12 +46,32 @@ def test_abnormal_classes_are_not_judged() -> None:
 def test_saturation_needs_a_growing_queue_while_sending() -> None:
     grow = EarlyStop(sla=(), total=10_000, open_loop=True, window_s=4.0, min_inflight=16)
     flat = EarlyStop(sla=(), total=10_000, open_loop=True, window_s=4.0, min_inflight=16)
+    finished = [done(i, 0.05) for i in range(5)]  # requests live ~0.06 s: ramp-up is long over
     reason = None
     for k in range(40):
         t = k * 0.25
-        assert flat(LiveView(t, {i: waiting(i, t) for i in range(40)}, [], 100 + k, 10_000)) is None
-        reason = reason or grow(LiveView(t, {i: waiting(i, t) for i in range(4 + 3 * k)}, [], 100 + k, 10_000))
+        assert flat(LiveView(t, {i: waiting(i, t) for i in range(40)}, finished, 100 + k, 10_000)) is None
+        reason = reason or grow(LiveView(t, {i: waiting(i, t) for i in range(4 + 3 * k)}, finished, 100 + k,
+                                         10_000))
     assert reason is not None and reason.startswith("saturated")
+
+
+def test_no_saturation_verdict_during_ramp_up() -> None:
+    """Long streams (5 s each, as on the H200) fill the queue for one lifetime at any load: not a verdict."""
+    stop = EarlyStop(sla=(), total=10_000, open_loop=True, window_s=4.0, min_inflight=16)
+    for k in range(40):
+        t = k * 0.25  # 10 s, in flight grows the whole time, nothing has finished yet
+        assert stop(LiveView(t, {i: waiting(i, t) for i in range(4 + 3 * k)}, [], 100 + k, 10_000)) is None
+    slow = [RequestRecord(id=i, cls="a", input_len=1, output_len=2, sent_s=0.0, first_token_s=0.1, done_s=6.0,
+                          token_times=[0.1, 6.0], output_tokens=2) for i in range(5)]
+    assert stop(LiveView(11.0, {i: waiting(i, 11.0) for i in range(130)}, slow, 144, 10_000)) is None
+
+
+def test_streaming_requests_are_not_waiting_for_a_first_token() -> None:
+    stop = EarlyStop(sla=SLA, total=200, open_loop=False)
+    streaming = {i: RequestRecord(id=i, cls="a", input_len=1, output_len=99, sent_s=0.0, token_times=[0.05])
+                 for i in range(10)}  # in flight 0.5 s, first token seen live at 50 ms
+    assert stop(LiveView(0.5, streaming, [], 10, 200)) is None
     closed = EarlyStop(sla=(), total=10_000, open_loop=False, window_s=4.0, min_inflight=16)
     assert all(closed(LiveView(k * 0.25, {i: waiting(i, 0) for i in range(4 + 3 * k)}, [], 100, 10_000)) is None
                for k in range(40))

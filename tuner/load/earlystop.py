@@ -5,9 +5,10 @@ Two rules, both documented in docs/load.md:
   it, or in flight for longer than it): the P-quantile must end above the limit, whatever the rest
   do. Also a running quantile of the finished requests beyond `far` times the limit (after
   `min_samples` of them) stops the point: it is clearly over.
-- saturation (open loop only): the number of requests in flight keeps growing (a linear fit over
-  the last `window_s` seconds rises by more than `growth` times what the offered rate could
-  explain by noise) while requests are still being sent: the queue grows without bound.
+- saturation (open loop only): after the ramp-up (two median request lifetimes), the number of
+  requests in flight keeps growing (a linear fit over the last `window_s` seconds rises by more than
+  `growth` times what the offered rate could explain by noise) while requests are still being
+  sent: the queue grows without bound.
 """
 
 from __future__ import annotations
@@ -76,7 +77,13 @@ class EarlyStop:
         if view.sent >= view.total:
             return None  # sending is over; draining is not a growing queue
         self._history.append((view.now_s, len(view.inflight)))
-        recent = [(t, k) for t, k in self._history if t >= view.now_s - self.window_s]
+        # In-flight requests grow for one request lifetime at any load (ramp-up); judge only after two
+        # lifetimes (median E2E of the finished ones), and not at all before any request has finished.
+        lifetimes = [r.e2e_s for r in view.completed if r.ok and r.e2e_s is not None]
+        if not lifetimes:
+            return None
+        ramp_end = 2.0 * float(np.median(lifetimes))
+        recent = [(t, k) for t, k in self._history if t >= max(view.now_s - self.window_s, ramp_end)]
         if len(recent) < 8 or recent[-1][0] - recent[0][0] < 0.8 * self.window_s:
             return None
         t = np.asarray([p[0] for p in recent])
@@ -96,6 +103,6 @@ def _value(r: RequestRecord, metric: str) -> float | None:
 
 def _still_over(r: RequestRecord, metric: str, limit_s: float, now_s: float) -> bool:
     """An unfinished request already past the limit will end over it."""
-    if metric == "ttft_ms":
-        return r.first_token_s is None and now_s - r.sent_s > limit_s
+    if metric == "ttft_ms":  # token_times fill live while a stream runs; first_token_s only at its end
+        return r.first_token_s is None and not r.token_times and now_s - r.sent_s > limit_s
     return now_s - r.sent_s > limit_s

@@ -32,6 +32,7 @@ def _offset(key: int, salt: int) -> int:
 class PromptBuilder:
     def __init__(self, mode: PromptMode = "words", tokenizer: str | None = None, seed: int = 0) -> None:
         self.mode = mode
+        self.run_salt = 0  # bumped per load run so later runs never hit an earlier run's prefix cache
         rng = np.random.default_rng(seed)
         ids = rng.integers(0, len(_SYLLABLES), 2 * _POOL)
         self._words = [_SYLLABLES[i] for i in ids]
@@ -56,13 +57,13 @@ class PromptBuilder:
                 head = self._heads[(req.prefix_group, p)] = _exact_text(self._tok, words, p)
             if p == n:
                 return head
-        words = _take(self._words, _offset(req.id, 2), 2 * (n - p) + 16)  # syllables: 1-2 tokens each
+        words = _take(self._words, _offset(req.id, 2 + self.run_salt), 2 * (n - p) + 16)  # syllables: 1-2 tokens each
         return _exact_text(self._tok, words, n, head)
 
     def _parts(self, pool: list, req: Request, n: int) -> list:
         p = min(req.prefix_len, n) if req.prefix_group >= 0 else 0
         out = _take(pool, _offset(req.prefix_group, 1), p) if p else []
-        return out + _take(pool, _offset(req.id, 2), n - p)
+        return out + _take(pool, _offset(req.id, 2 + self.run_salt), n - p)
 
 
 def _take(pool: list, start: int, n: int) -> list:

@@ -82,7 +82,12 @@ class HttpTarget:
     def run(self, requests: Sequence[Request], *, concurrency: int | None = None, sink: Sink | None = None,
             stop: StopCheck | None = None, send_until_s: float | None = None,
             progress: bool = False) -> list[RequestRecord]:
-        """Send `requests` (blocking); see `arun`. Uses uvloop when it is installed."""
+        """Send `requests` (blocking); see `arun`. Uses uvloop when it is installed.
+
+        Each run gets new prompt text for the same lengths: a capacity search sends the same request ids
+        at every load point, and an engine's prefix cache must not serve a later point from an earlier one.
+        """
+        self.prompts.run_salt += 1
         try:
             import uvloop
 
