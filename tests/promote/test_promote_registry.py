@@ -55,7 +55,7 @@ def test_winner_is_registered_with_lineage_and_a_valid_serve_config(tmp_path: Pa
     assert result.model_name == "promo-config" and result.model_version == "1"
 
     mv = client.get_model_version_by_alias("promo-config", STAGING)
-    assert str(mv.version) == "1" and mv.run_id == kids[1]  # the registry points at the measurement
+    assert str(mv.version) == "1" and mv.run_id == result.run_id  # the run holding the version's files
     tags = mv.tags
     assert tags["servetune.study_run_id"] == parent and tags["servetune.trial_run_id"] == kids[1]
     assert json.loads(tags["servetune.args"]) == {"max_num_seqs": 64, "block_size": 16}

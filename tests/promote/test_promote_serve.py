@@ -103,7 +103,7 @@ def staged(cluster: ServeCluster, mlflow_uri: str, tmp_path_factory: pytest.Temp
                         "--output", str(tmp / "p1"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     mv = MlflowClient(tracking_uri=mlflow_uri).get_model_version_by_alias("life-config", STAGING)
-    assert str(mv.version) == "1" and mv.run_id == trial_run  # the trial run, found by its tag
+    assert str(mv.version) == "1" and mv.tags["servetune.trial_run_id"] == trial_run  # found by its tag
     assert mv.tags["servetune.study_run_id"] == study_run
     assert _serving(cluster)["engine_args"]["max_num_seqs"] == 64
     return "life-config"
