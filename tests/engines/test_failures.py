@@ -42,8 +42,9 @@ def test_real_vllm_start_failures(name: str, outcome: TrialOutcome, quote: str) 
      "address already in use", TrialOutcome.START_FAILED, "[Errno 98]"),
     ("vllm", 2, "api_server.py: error: argument --max-num-seqs: invalid int value: 'x'",
      TrialOutcome.START_FAILED, "invalid int value"),
-    ("sglang", 1, "[2026-11-29 10:00:00] RuntimeError: Not enough memory. Please try to increase "
-     "--mem-fraction-static. Current value: mem_fraction_static=0.5", TrialOutcome.OOM, "mem-fraction-static"),
+    ("sglang", -9, "[2026-11-29 10:00:00] RuntimeError: Not enough memory. Please try to increase "
+     "--mem-fraction-static. Current value: mem_fraction_static=0.5\n[2026-11-29 10:00:01] Received sigquit "
+     "from a child process. It usually means the child failed.", TrialOutcome.OOM, "mem_fraction_static=0.5"),
     ("vllm", -9, "INFO 11-29 10:00:00 [loggers.py:1] Engine 000: Avg prompt throughput: 10.0 tokens/s",
      TrialOutcome.START_FAILED, "SIGKILL"),
 ])

@@ -44,6 +44,7 @@ def pattern(regex: str, outcome: TrialOutcome, label: str, unless: str | None = 
 # Lines that wrap the real cause ("see root cause above"): never quoted as the reason.
 WRAPPERS = re.compile(
     r"initialization failed|see root cause|see stack trace|failed to start|died unexpectedly|^Traceback"
+    r"|Received sigquit from a child process"
     r"|^raise |^\^+$|^File \"|During handling of the above exception",
     re.IGNORECASE,
 )

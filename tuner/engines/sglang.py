@@ -71,9 +71,6 @@ class SGLangEngine(ServerEngine):
                    for k, v in args.items()}
         super().check_args(renamed, launch)
 
-    def env(self, launch: LaunchSpec) -> dict[str, str]:
-        return {"SGLANG_DISABLE_REQUEST_LOGGING": "1", **super().env(launch)}
-
     def resolved_config(self, base_url: str) -> dict[str, Any]:
         """GET /get_server_info (newer SGLang: /server_info): server args as resolved; {} if unavailable."""
         for path in ("/get_server_info", "/server_info"):
