@@ -42,8 +42,7 @@ class VLLMEngine(ServerEngine):
     # front-end switches are not (seen in vLLM 0.32's parser). The parser, when importable, decides.
     negatable_by_default = True
     switches = frozenset({"headless", "grpc", "data_parallel_multi_port_external_lb", "disable_log_stats",
-                          "aggregate_engine_logging", "enable_auto_tool_choice", "enable_log_requests",
-                          "enable_log_outputs"})
+                          "aggregate_engine_logging"})
 
     def model_flags(self, model: ModelSpec, launch: LaunchSpec | None, args: Mapping[str, Any]) -> list[str]:
         out = ["--model", model.name, "--served-model-name", model.client_name]
