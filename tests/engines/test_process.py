@@ -176,6 +176,15 @@ def test_reaper_kills_the_group_when_servetune_dies(standin: list[str], tmp_path
     assert not _alive(pid), "engine outlived its driver"
 
 
+def test_reused_log_file_classifies_this_run_only(standin: list[str], tmp_path: Path) -> None:
+    (tmp_path / "engine.log").write_text("torch.OutOfMemoryError: CUDA out of memory (an earlier run)\n")
+    srv = _server(standin, tmp_path, "--exit-code", "2", "--message", "error: argument --max-num-seqs: bad")
+    with pytest.raises(EngineStartError) as err, srv:
+        pass
+    assert err.value.outcome == TrialOutcome.START_FAILED.value and "--max-num-seqs" in err.value.reason
+    assert "earlier run" in (tmp_path / "engine.log").read_text()  # kept, but not read as this run's cause
+
+
 def test_stop_is_idempotent(standin: list[str], tmp_path: Path) -> None:
     srv = _server(standin, tmp_path)
     with srv:

@@ -153,7 +153,7 @@ class ServerProcess:
         self.health_path, self.models_path, self.poll_s = health_path, models_path, poll_s
         self.cwd = cwd  # None: ours
         self.fatal, self.fatal_grace_s = fatal, fatal_grace_s  # engine's "start failed for good" line
-        self._log_offset = 0
+        self._log_start = self._log_offset = 0
         self.pid = -1
         self.start_seconds = float("nan")
         self.gpu_free: tuple[bool, str] = (True, "no GPU check")
@@ -185,6 +185,8 @@ class ServerProcess:
             raise RuntimeError("ServerProcess already started")
         self._gpu_baseline = gpu.snapshot(self.gpu_ids)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        # A reused log file keeps its old text; this run's classification reads only what follows.
+        self._log_start = self._log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
         env = {**os.environ, "PYTHONUNBUFFERED": "1", **self.env}
         with open(self.log_path, "ab") as log:
             log.write(f"# servetune: {shlex.join(self.argv)}\n".encode())
@@ -239,7 +241,7 @@ class ServerProcess:
             return False
         try:
             with open(self.log_path, "rb") as f:
-                f.seek(max(0, self._log_offset - 4096))  # a line may straddle two looks
+                f.seek(max(self._log_start, self._log_offset - 4096))  # a line may straddle two looks
                 data = f.read()
                 self._log_offset = f.tell()
         except OSError:
@@ -275,7 +277,7 @@ class ServerProcess:
             with open(self.log_path, "rb") as f:
                 f.seek(0, os.SEEK_END)
                 size = f.tell()
-                f.seek(max(0, size - 256 * 1024))
+                f.seek(max(self._log_start, size - 256 * 1024))
                 data = f.read()
         except OSError:
             return ""
