@@ -32,3 +32,14 @@ def redact(value: Any, key: str = "") -> Any:
                 masked[i + 1] = MASK
         return type(value)(masked) if isinstance(value, tuple) else masked
     return value
+
+
+def redact_yaml_text(text: str) -> str:
+    """A YAML document with values under secret-looking keys (at any depth, flow style too) masked."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return redact_text(text)
+    return "# copy with secrets masked by servetune\n" + yaml.safe_dump(redact(data), sort_keys=False)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from tuner.redact import redact_text
 from tuner.search.space import Space
 from tuner.spec.study import Study
 from tuner.trial_result import TrialResult
@@ -35,7 +36,7 @@ def print_plan(study: Study, space: Space, out: Path, uri: str) -> None:
     for line in space.describe():
         print(f"    {line}")
     print(f"  output: {out}")
-    print(f"  MLflow: {uri}")
+    print(f"  MLflow: {redact_text(uri)}")
 
 
 def ratio(value: float | None, base: float | None) -> str:
@@ -73,7 +74,7 @@ def print_summary(study: Study, trials: list[TrialResult], out: Path, uri: str, 
     if uri.startswith("sqlite:///"):
         print(f"  MLflow UI: mlflow ui --backend-store-uri {uri} --port 5000  (then open http://127.0.0.1:5000)")
     else:
-        print(f"  MLflow: {uri}")
+        print(f"  MLflow: {redact_text(uri)}")
 
 
 def _fmt(v: float | None) -> str:

@@ -157,17 +157,40 @@ def _finish(study: Study, cap: Any, result: TrialResult, trial_dir: Path,
         result.reason = f"SLA met up to {cap.capacity:.3g} {'req/s' if study.capacity.mode == 'rate' else 'concurrent'}"
         return
     summary = result.metrics
-    if summary and summary.get("completed", 0) == 0 and summary.get("error_rate", 0) >= 1.0:
+    errors = [r.error for r in cap.records if r.error and not r.warmup]
+    # a hung engine: requests time out without a single token (a stalled stream has some)
+    timeouts = [r for r in cap.records if r.error and r.error.startswith("timeout") and not r.token_times
+                and not r.warmup]
+    err_rate = summary.get("error_rate", 0.0) if summary else 1.0
+    if summary and summary.get("completed", 0) == 0 and err_rate >= 1.0:
         result.outcome = TrialOutcome.TIMEOUT
-        result.reason = "no request completed at the lowest load (engine hung or every request failed)"
+        result.reason = (f"engine hung: no request completed at the lowest load (error_rate = {err_rate:.2f}, "
+                         f"{len(timeouts)} timed out)")
+        return
+    if errors and len(timeouts) * 2 >= len(errors) and _error_bound(study, summary):
+        result.outcome = TrialOutcome.TIMEOUT
+        result.reason = (f"engine hung under load: {len(timeouts)} requests timed out with no tokens "
+                         f"(error_rate = {err_rate:.2f})")
         return
     result.outcome = TrialOutcome.SLA_VIOLATED
+    if errors and _error_bound(study, summary):
+        common = max(set(errors), key=errors.count)
+        result.reason = (f"SLA not met even at the lowest load {study.capacity.low:g}: error_rate = {err_rate:.2f} "
+                         f"over the error budget (most common: {common[:120]!r})")
+        return
     worst = max(study.sla, key=lambda t: t.violation(summary)) if summary else study.sla[0]
     value = summary.get(worst.metric) if summary else None
     result.reason = (
         f"SLA not met even at the lowest load {study.capacity.low:g}: {worst.name} = "
         f"{value if value is None else round(value, 1)} > {worst.limit:g} (violation {max_violation(study.sla, summary):.2f})"
     )
+
+
+def _error_bound(study: Study, summary: dict[str, float]) -> bool:
+    """True when errors, not latency, are what broke the SLA at this point."""
+    from tuner.load.capacity import point_violation
+
+    return point_violation(study.sla, summary) > max(max_violation(study.sla, summary), 0.0)
 
 
 def violations(study: Study, result: TrialResult) -> list[float]:

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+import uuid
+from pathlib import Path
 from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import yaml
+from mlflow import MlflowClient
 
 from tuner.outcome import TrialOutcome
 from tuner.spec.study import Study
@@ -53,3 +60,22 @@ def rerun(trial: TrialResult, seed: int, objective: float | None, *, ttft_p99: f
                        max_num_seqs=trial.args["max_num_seqs"], outcome=outcome, seed=seed,
                        capacity=(trial.capacity or 1.0) * 0.9)
     return again
+
+
+def finished_study_run(uri: str, tmp: Path, name: str, trials: list[TrialResult], **changes: Any) -> tuple[str, str]:
+    """A finished study as the pipeline leaves it in MLflow: a parent run with trials.parquet and
+    study.yaml, and a child run tagged with the first trial's id. Returns (parent run, that child run)."""
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.get_experiment_by_name(name)
+    exp_id = exp.experiment_id if exp else client.create_experiment(name)
+    parent = client.create_run(exp_id, tags={"servetune.kind": "study"}).info.run_id
+    kid = client.create_run(exp_id, tags={"mlflow.parentRunId": parent, "servetune.kind": "trial",
+                                          "servetune.trial_id": trials[0].trial_id}).info.run_id
+    folder = tmp / uuid.uuid4().hex[:8]
+    folder.mkdir(parents=True)
+    (folder / "study.yaml").write_text(yaml.safe_dump(study_data(name, **changes)))
+    pq.write_table(pa.Table.from_pylist([t.to_row() for t in trials]), folder / "trials.parquet")
+    client.log_artifact(parent, str(folder / "study.yaml"))
+    client.log_artifact(parent, str(folder / "trials.parquet"))
+    client.set_terminated(parent)
+    return parent, kid

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 from mlflow import MlflowClient
-from promote_factory import make_study, make_trial, rerun
+from promote_factory import finished_study_run, make_study, make_trial, rerun
 from ray.serve.schema import ServeDeploySchema
 
 from serve_apps.args import AppArgs
@@ -135,3 +135,13 @@ def test_cli_bad_input_exits_2_with_what_where_fix(store) -> None:
     assert proc.returncode == 2 and "previous-staging" in proc.stderr and "fix:" in proc.stderr
     proc = _cli("--rollback", "promo-config")
     assert proc.returncode == 2 and "MLFLOW_TRACKING_URI" in proc.stderr
+
+
+def test_cli_study_run_with_nothing_feasible_exits_3_and_says_why(store, tmp_path: Path) -> None:
+    uri, _ = store
+    study_run, _ = finished_study_run(uri, tmp_path, "hopeless", [
+        make_trial(0, None, 0, outcome=TrialOutcome.OOM), make_trial(1, 4000, 2000)])
+    proc = _cli("--study-run", study_run, "--mlflow-uri", uri, "--output", str(tmp_path / "out"))
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert "nothing promoted" in proc.stdout and "oom" in proc.stdout
+    assert not (tmp_path / "out" / "promoted.yaml").exists()

@@ -8,16 +8,13 @@ from __future__ import annotations
 import json
 import sys
 import urllib.request
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 import yaml
 from mlflow import MlflowClient
-from promote_factory import make_study, make_trial, study_data
+from promote_factory import finished_study_run, make_study, make_trial
 from serve_cluster import ServeCluster, serve_cluster
 
 from tuner.promote import promote_study
@@ -40,24 +37,10 @@ def mlflow_uri(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 def _finished_study(uri: str, tmp: Path, name: str, max_num_seqs: int, **changes) -> tuple[str, str]:
-    """A finished study as the pipeline leaves it in MLflow: parent run with trials.parquet + study.yaml."""
-    client = MlflowClient(tracking_uri=uri)
-    exp = client.get_experiment_by_name(name)
-    exp_id = exp.experiment_id if exp else client.create_experiment(name)
-    parent = client.create_run(exp_id, tags={"servetune.kind": "study"}).info.run_id
-    kid = client.create_run(exp_id, tags={"mlflow.parentRunId": parent, "servetune.kind": "trial",
-                                          "servetune.trial_id": "t000"}).info.run_id
-    folder = tmp / uuid.uuid4().hex[:8]
-    folder.mkdir()
-    (folder / "study.yaml").write_text(yaml.safe_dump(study_data(name, promotion={"confirm_runs": 0, "top_k": 1},
-                                                                 **changes)))
-    rows = [make_trial(0, 3000, 300, max_num_seqs=max_num_seqs).to_row(),
-            make_trial(1, 9000, 900, max_num_seqs=1024).to_row()]  # violates the SLA: never promoted
-    pq.write_table(pa.Table.from_pylist(rows), folder / "trials.parquet")
-    client.log_artifact(parent, str(folder / "study.yaml"))
-    client.log_artifact(parent, str(folder / "trials.parquet"))
-    client.set_terminated(parent)
-    return parent, kid
+    """A finished study whose only SLA-feasible trial runs `max_num_seqs`."""
+    trials = [make_trial(0, 3000, 300, max_num_seqs=max_num_seqs),
+              make_trial(1, 9000, 900, max_num_seqs=1024)]  # violates the SLA: never promoted
+    return finished_study_run(uri, tmp, name, trials, promotion={"confirm_runs": 0, "top_k": 1}, **changes)
 
 
 def _promote_cli(cluster: ServeCluster, *args: str):

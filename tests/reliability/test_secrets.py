@@ -61,9 +61,6 @@ def test_trial_runs_carry_no_secret(tmp_path: Path, empty_store: Path) -> None:
     assert leaks(out) == []
 
 
-@pytest.mark.xfail(strict=True, reason="bug: ServerProcess writes the argv unmasked as the first line of engine.log "
-                   "(tuner/engines/process.py: log redact(argv)), and StudyTracker.log_trial uploads engine.log as "
-                   "is (tuner/tracking/mlflow_log.py: upload redact_text of the log)")
 def test_engine_log_artifact_carries_no_secret(tmp_path: Path, empty_store: Path) -> None:
     log = engine_log_with_a_key(tmp_path)
     assert HF not in log.read_text(), "the engine's env values are never written to its log"
@@ -74,8 +71,6 @@ def test_engine_log_artifact_carries_no_secret(tmp_path: Path, empty_store: Path
     assert leaks(out) == []
 
 
-@pytest.mark.xfail(strict=True, reason="bug: StudyTracker.log_study uploads the study file as is; it should "
-                   "upload a redacted copy (tuner/tracking/mlflow_log.py, called from tuner/study_flow.py)")
 def test_study_file_artifact_carries_no_secret(tmp_path: Path, empty_store: Path) -> None:
     study = tmp_path / "study.yaml"
     study.write_text(yaml.safe_dump({"name": "secrets", "engines": {"vllm": {"env": {"HF_TOKEN": HF}}},
@@ -86,8 +81,6 @@ def test_study_file_artifact_carries_no_secret(tmp_path: Path, empty_store: Path
     assert leaks(out) == []
 
 
-@pytest.mark.xfail(strict=True, reason="bug: print_summary prints a non-SQLite tracking URI as is "
-                   "(tuner/study_summary.py: use redact_text(uri))")
 def test_summary_on_stdout_masks_the_tracking_password(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from tuner.spec.study import Study
     from tuner.study_summary import print_summary
@@ -98,10 +91,6 @@ def test_summary_on_stdout_masks_the_tracking_password(tmp_path: Path, capsys: p
     assert PW not in capsys.readouterr().out
 
 
-@pytest.mark.xfail(strict=True, reason="bug: check_uri probes /health with urllib, which cannot take user:password@ "
-                   "in a URL (it reads 'alice:pw@127.0.0.1' as the host name), so a password-protected tracking "
-                   "server is refused as unreachable (tuner/tracking/mlflow_log.py: strip the credentials into an "
-                   "Authorization header)")
 def test_a_tracking_uri_with_credentials_is_usable() -> None:
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer

@@ -51,7 +51,7 @@ class SearchCore:
     """Ask/tell over an Optuna study with baseline, constraints, feasibility learning and dedup."""
 
     def __init__(self, study: Study, space: Space, *, sampler: optuna.samplers.BaseSampler | None = None,
-                 max_resample: int = 200, grid_points: int = 3) -> None:
+                 max_resample: int = 200, grid_points: int = 3, explore_every: int = 0) -> None:
         self.study, self.space = study, space
         self.multi = study.objective.mode == "multi"
         directions = ["maximize", "minimize"] if self.multi else ["maximize"]
@@ -59,6 +59,7 @@ class SearchCore:
         self.optuna = optuna.create_study(directions=directions, sampler=sampler or make_sampler(study, space))
         self._random = optuna.samplers.RandomSampler(seed=study.seed + 1)
         self.max_resample = max_resample
+        self.explore_every = explore_every if study.search.algorithm == "tpe" else 0
         self.feasibility = (FeasibilityModel(space.engines, seed=study.seed)
                             if study.search.learn_failures else None)
         self.rejected: list[dict[str, Any]] = []  # never launched: engine, params, reason
@@ -123,7 +124,7 @@ class SearchCore:
                 if not self._grid:
                     return None
                 self.optuna.enqueue_trial(self._grid.pop(0), skip_if_exists=False)
-            fallback = skipped >= _SWITCH_TO_RANDOM_AFTER and self._grid is None
+            fallback = self._grid is None and (skipped >= _SWITCH_TO_RANDOM_AFTER or self._explore_now())
             trial = self._ask_trial(fallback)
             engine, values = self.space.sample(trial)
             cfg = self._vet(trial, engine, {k: _tidy(v) for k, v in values.items()})
@@ -131,6 +132,12 @@ class SearchCore:
                 return cfg
             skipped += 1
         return None
+
+    def _explore_now(self) -> bool:
+        """Every `explore_every`-th config after the startup trials is drawn at random (plateau insurance)."""
+        k = self.explore_every
+        started = self._next - len(self.space.engines) * self.study.search.baseline_first
+        return k > 0 and started >= self.study.search.n_startup_trials and (self._next + 1) % k == 0
 
     def _ask_trial(self, fallback: bool) -> optuna.Trial:
         if not fallback:

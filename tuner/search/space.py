@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import optuna
+from pydantic import ValidationError
 
 from tuner.errors import SpecError
 from tuner.spec.load import load_space_file
@@ -203,10 +204,10 @@ def build_space(study: Study, base_dir: Path | None = None) -> Space:
             merged = {**params[name].model_dump(), **ov.model_dump(exclude_none=True)}
             try:
                 params[name] = Param.model_validate(merged)
-            except Exception as exc:  # noqa: BLE001 - pydantic error text is the message
-                msg = str(exc).splitlines()[-2 if len(str(exc).splitlines()) > 1 else 0].strip()
-                raise SpecError(msg.removeprefix("Value error, "), f"{where}.overrides.{name}",
-                                "make low <= high and keep values of the right type") from None
+            except ValidationError as exc:
+                msg, _, fix = exc.errors()[0]["msg"].removeprefix("Value error, ").partition(" | fix: ")
+                raise SpecError(msg, f"{where}.overrides.{name}",
+                                fix or "make low <= high and keep values of the right type") from None
         for name in ref.fixed:
             params.pop(name, None)  # fixed arguments are not searched
         engines[engine] = EngineSpace(
@@ -217,19 +218,26 @@ def build_space(study: Study, base_dir: Path | None = None) -> Space:
             fixed=dict(ref.fixed),
             max_model_len=study.model.max_model_len,
         )
-        _check_constraints(engines[engine], where)
+        _check_constraints(engines[engine], where, len(spec.constraints))
     return Space(engines)
 
 
-def _check_constraints(sp: EngineSpace, where: str) -> None:
-    """Constraints must name known parameters, and the defaults must satisfy them (else contradiction)."""
+def _check_constraints(sp: EngineSpace, where: str, n_file: int = 0) -> None:
+    """Constraints must name known parameters, and a reject constraint must be able to hold.
+
+    The first `n_file` constraints come from the space file; the rest are the study's own, reported
+    by their index in the study's search_space.constraints."""
     known = {*sp.params, *sp.fixed, "max_model_len"}
+
+    def loc(i: int) -> str:
+        return f"{where}.constraints[{i - n_file}]" if i >= n_file else f"{where}.file constraints[{i}]"
+
     for i, c in enumerate(sp.constraints):
         lhs, _, rhs = c.parts()
         for tok in (lhs, rhs):
             if tok not in known and _value(tok, {}) is None:
                 raise SpecError(f"constraint {c.require!r} names unknown parameter {tok!r}",
-                                f"{where}.constraints[{i}]", f"known: {sorted(known)}")
+                                loc(i), f"known: {sorted(known)}")
     # A space whose every corner violates a reject constraint can never launch a trial.
     for i, c in enumerate(sp.constraints):
         if c.action != "reject" or c.when:
@@ -242,7 +250,7 @@ def _check_constraints(sp: EngineSpace, where: str) -> None:
         best_a, best_b = (a_lo, b_hi) if op in ("<=", "<") else (a_hi, b_lo)
         if op in ("<=", "<", ">=", ">") and not _OPS[op](best_a, best_b):
             raise SpecError(f"constraint {c.require!r} can never hold within the parameter ranges",
-                            f"{where}.constraints[{i}]", "widen the ranges or drop the constraint")
+                            loc(i), "widen the ranges or drop the constraint")
 
 
 def _range(sp: EngineSpace, tok: str) -> tuple[float, float] | None:

@@ -6,16 +6,19 @@ by two processes and workers on other nodes need no access to the tracking store
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import math
+import tempfile
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Any
 
 from tuner.errors import SpecError
-from tuner.redact import redact, redact_text
+from tuner.redact import redact, redact_text, redact_yaml_text
 from tuner.trial_result import TrialResult
 
 log = logging.getLogger(__name__)
@@ -37,8 +40,16 @@ def default_uri(output_dir: Path) -> str:
 def check_uri(uri: str) -> None:
     """Fail before any engine starts when an HTTP tracking server does not answer."""
     if uri.startswith(("http://", "https://")):
+        parts = urllib.parse.urlsplit(uri)
+        host = parts.hostname or ""
+        netloc = host + (f":{parts.port}" if parts.port else "")
+        req = urllib.request.Request(urllib.parse.urlunsplit((parts.scheme, netloc, parts.path.rstrip("/") + "/health",
+                                                               "", "")))
+        if parts.username:  # credentials in the URI become a basic-auth header, as MLflow's client sends them
+            token = base64.b64encode(f"{parts.username}:{parts.password or ''}".encode()).decode()
+            req.add_header("Authorization", f"Basic {token}")
         try:
-            with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=5) as resp:
+            with urllib.request.urlopen(req, timeout=5) as resp:
                 if resp.status != 200:
                     raise OSError(f"HTTP {resp.status}")
         except (OSError, urllib.error.URLError) as exc:
@@ -93,7 +104,10 @@ class StudyTracker:
 
     def log_study(self, study_file: Path, space_lines: list[str], params: dict[str, Any]) -> None:
         assert self.parent_run_id
-        self.client.log_artifact(self.parent_run_id, str(study_file))
+        with tempfile.TemporaryDirectory() as tmp:  # a redacted copy: env tokens and URI passwords stay out
+            copy = Path(tmp) / study_file.name
+            copy.write_text(redact_yaml_text(study_file.read_text()))
+            self.client.log_artifact(self.parent_run_id, str(copy))
         for k, v in redact(params).items():
             self.client.log_param(self.parent_run_id, k, str(v)[:6000])
         self.client.log_text(self.parent_run_id, "\n".join(space_lines), "search_space.txt")
@@ -143,9 +157,13 @@ class StudyTracker:
         self.client.log_dict(rid, redact(t.to_json()), "trial.json")
         if t.resolved:
             self.client.log_dict(rid, redact(t.resolved), "resolved_config.json")
-        for path in (t.records_path, t.log_path):
-            if path and Path(path).exists():
-                self.client.log_artifact(rid, path)
+        if t.records_path and Path(t.records_path).exists():
+            self.client.log_artifact(rid, t.records_path)
+        if t.log_path and Path(t.log_path).exists():
+            with tempfile.TemporaryDirectory() as tmp:  # engine logs may echo tokens: upload a redacted copy
+                copy = Path(tmp) / Path(t.log_path).name
+                copy.write_text(redact_text(Path(t.log_path).read_text(errors="replace")))
+                self.client.log_artifact(rid, str(copy))
         status = "FINISHED" if t.outcome.ran else "FAILED"
         self.client.set_terminated(rid, status=status)
         return rid

@@ -1,0 +1,33 @@
+"""The same pipeline with the simulator as a real HTTP server (subprocess per trial, streaming client)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from tests.conftest import run_cli, small_study
+
+pytestmark = pytest.mark.slow
+
+
+def test_study_over_http_with_the_sim_server(tmp_path: Path) -> None:
+    path = small_study(
+        tmp_path, name="http",
+        sim={"flavour": "vllm", "gpu": "H200", "mode": "server", "time_scale": 5.0},
+        capacity={"mode": "rate", "low": 1, "high": 8, "tolerance": 0.25, "max_points": 3,
+                  "requests_per_point": 40, "request_timeout_s": 60},
+        sla=["p99_ttft_ms <= 3000", "p99_e2e_ms <= 60000"],
+    )
+    out = tmp_path / "out"
+    proc = run_cli("--study", str(path), "--output", str(out), "--trials", "2", "--no-promote")
+    assert proc.returncode in (0, 3), proc.stdout + proc.stderr
+    rows = pq.read_table(out / "trials.parquet").to_pylist()
+    assert len(rows) == 2
+    for r in rows:
+        assert r["outcome"] in ("ok", "sla_violated"), r["reason"]
+        assert r["start_s"] is not None and r["start_s"] > 0, "server start time is measured"
+        assert Path(r["log_path"]).exists(), "the engine log is kept"
+        records = pq.read_table(r["records_path"]).to_pylist()
+        assert records and all(x["output_tokens"] > 0 for x in records if x["error"] is None)
