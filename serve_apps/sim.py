@@ -42,6 +42,7 @@ class SimServer:
         launch = LaunchSpec(model=self.args.model, host="127.0.0.1", port=port, log_path=log_path,
                             settings=self.args.sim)
         self.proc = engine.server(self.args.engine_args, launch, port_socket=sock)
+        self.proc.ready_timeout_s = self.args.start_timeout_s
         self.proc.__enter__()  # raises EngineStartError with the engine's own words; Serve reports it
         self.upstream = Upstream(self.proc.base_url)
 

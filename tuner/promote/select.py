@@ -71,15 +71,15 @@ def _run_ok(study: Study, run: TrialResult) -> str:
 def _nothing_reason(study: Study, trials: list[TrialResult]) -> str:
     if not trials:
         return "no trials finished"
+    counts = Counter(t.outcome.value for t in trials)
+    outcomes = ", ".join(f"{n} {k}" for k, n in counts.most_common())
     ok = [t for t in trials if t.feasible]
     if not ok:
-        counts = Counter(t.outcome.value for t in trials)
-        summary = ", ".join(f"{n} {k}" for k, n in counts.most_common())
-        return f"no trial met the SLA at any load ({summary})"
+        return f"no trial met the SLA at any load ({outcomes})"
     worst = min(ok, key=lambda t: max_violation(study.sla, t.metrics))
     return (
         f"{len(ok)} trial(s) reported ok but their metrics at capacity violate the SLA "
-        f"({', '.join(str(s) for s in study.sla)}); e.g. trial {worst.trial_id}"
+        f"({', '.join(str(s) for s in study.sla)}), e.g. trial {worst.trial_id}; outcomes: {outcomes}"
     )
 
 
