@@ -13,8 +13,13 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tuner.errors import SpecError
+
+if TYPE_CHECKING:
+    from tuner.promote.deploy import ServeAdmin
+    from tuner.promote.registry import ConfigRegistry
 
 DASHBOARD_ENV = "RAY_DASHBOARD_ADDRESS"
 
@@ -51,8 +56,8 @@ def _uri(args: argparse.Namespace) -> str:
     return uri
 
 
-def _admin(args: argparse.Namespace):  # -> ServeAdmin (imported late: Ray is slow to import)
-    from tuner.promote.deploy import DEFAULT_DASHBOARD, ServeAdmin
+def _admin(args: argparse.Namespace) -> ServeAdmin:
+    from tuner.promote.deploy import DEFAULT_DASHBOARD, ServeAdmin  # late: Ray is slow to import
 
     address = args.address or os.environ.get(DASHBOARD_ENV) or DEFAULT_DASHBOARD
     try:
@@ -88,7 +93,7 @@ def _run(args: argparse.Namespace) -> int:
     return 1
 
 
-def _promote(args: argparse.Namespace, uri: str, registry) -> tuple[str, str | None]:
+def _promote(args: argparse.Namespace, uri: str, registry: ConfigRegistry) -> tuple[str, str | None]:
     """The registered version for the study run: the one the pipeline made, else a new one."""
     from tuner.promote.pipeline import promote_study
     from tuner.promote.registry import model_name
