@@ -185,6 +185,18 @@ def test_reused_log_file_classifies_this_run_only(standin: list[str], tmp_path: 
     assert "earlier run" in (tmp_path / "engine.log").read_text()  # kept, but not read as this run's cause
 
 
+def test_log_header_masks_secret_flags(standin: list[str], tmp_path: Path) -> None:
+    port, sock = reserve_port()
+    srv = ServerProcess([*standin, "--port", str(port), "--api-key", "sk-abcdefgh12345678"], env={"HF_TOKEN": "x"},
+                        log_path=tmp_path / "e.log", host="127.0.0.1", port=port, ready_timeout_s=30,
+                        port_socket=sock)
+    with srv:
+        pass
+    header = (tmp_path / "e.log").read_text().splitlines()[:2]
+    assert "--api-key" in header[0] and "sk-abcdefgh12345678" not in header[0]
+    assert "HF_TOKEN" in header[1] and "'x'" not in header[1]
+
+
 def test_stop_is_idempotent(standin: list[str], tmp_path: Path) -> None:
     srv = _server(standin, tmp_path)
     with srv:

@@ -37,6 +37,7 @@ from types import TracebackType
 from tuner.engines import failures, gpu
 from tuner.errors import EngineStartError
 from tuner.outcome import TrialOutcome
+from tuner.redact import redact
 
 Classifier = Callable[[int | None, str], tuple[TrialOutcome, str]]
 
@@ -189,7 +190,7 @@ class ServerProcess:
         self._log_start = self._log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
         env = {**os.environ, "PYTHONUNBUFFERED": "1", **self.env}
         with open(self.log_path, "ab") as log:
-            log.write(f"# servetune: {shlex.join(self.argv)}\n".encode())
+            log.write(f"# servetune: {shlex.join(redact(self.argv))}\n".encode())  # no --api-key values
             if self.env:
                 log.write(f"# servetune: extra env keys: {sorted(self.env)}\n".encode())
             log.flush()
