@@ -36,8 +36,9 @@ class ConfigRegistry:
 
     def register(self, name: str, *, source_run_id: str, run_id: str, tags: dict[str, str],
                  description: str = "") -> str:
-        """A new version of `name` whose files are `source_run_id`'s promotion artifacts, linked to `run_id`
-        (the winning trial's run, so the registry points at the measurement). Returns the version number."""
+        """A new version of `name` whose files are `source_run_id`'s promotion artifacts, attributed to
+        `run_id` (a tracking server wants the run that holds the files; other runs go in `tags`).
+        Returns the version number."""
         try:
             self.client.create_registered_model(name, description="servetune promoted serving configs")
         except MlflowException as exc:
