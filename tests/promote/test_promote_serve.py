@@ -18,6 +18,7 @@ from promote_factory import finished_study_run, make_study, make_trial
 from serve_cluster import ServeCluster, serve_cluster
 
 from tuner.promote import promote_study
+from tuner.promote.deploy import deploy_blue_green
 from tuner.promote.registry import PREVIOUS, STAGING
 from tuner.promote.serve_config import app_args, app_config, failover_apps
 from tuner.promote.smoke import smoke_test
@@ -161,3 +162,15 @@ def test_failover_router_sends_traffic_to_the_secondary_when_the_primary_fails(c
         assert state["secondary"]["healthy"]
     finally:
         admin.apply({k: v for k, v in admin.declared_apps().items() if not k.startswith("ha")})
+
+
+def test_a_config_that_cannot_start_is_rejected_with_the_engines_words(cluster: ServeCluster, staged: str) -> None:
+    before = _serving(cluster)
+    bad = make_study("life", sim={"flavour": "vllm", "gpu": "H200", "mode": "server",
+                                  "faults": {"fail_at_start": True}})
+    app = app_config(app_args(bad, make_trial(0, 3000, 300)), name="staging", route_prefix="/")
+    result = deploy_blue_green(cluster.admin(), app, name="staging", route_prefix="/", timeout_s=300)
+    assert not result.ok and "left as it was" in result.reason
+    assert "start_failed" in result.reason and "fail-at-start" in result.reason  # the engine's own message
+    assert _serving(cluster) == before
+    smoke_test(cluster.http_base, "/", "qwen3-8b")

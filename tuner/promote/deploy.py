@@ -87,7 +87,7 @@ class ServeAdmin:
                 if current and status == "RUNNING":
                     return
                 if current and status == "DEPLOY_FAILED":
-                    raise DeployError(f"app {name!r} failed to deploy: {_short(message)}")
+                    raise DeployError(f"app {name!r} failed to deploy: {_short(message)}{_why(info)}")
             time.sleep(1.0)
         raise DeployError(f"app {name!r} not RUNNING after {timeout_s:g}s (status {status}: {_short(message)})")
 
@@ -98,6 +98,16 @@ class ServeAdmin:
             if time.monotonic() > deadline:
                 raise DeployError(f"app {name!r} still exists after {timeout_s:g}s")
             time.sleep(1.0)
+
+
+def _why(info: dict[str, Any]) -> str:
+    """The failing deployments' own last error line (e.g. the engine's start failure)."""
+    lines = []
+    for dep_name, dep in (info.get("deployments") or {}).items():
+        text = [ln.strip() for ln in str(dep.get("message") or "").splitlines() if ln.strip()]
+        if text and dep.get("status") not in ("HEALTHY", "UPDATING"):
+            lines.append(f"{dep_name}: {text[-1]}")
+    return (" | " + "; ".join(lines)) if lines else ""
 
 
 def _short(message: str, limit: int = 600) -> str:
