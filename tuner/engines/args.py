@@ -14,6 +14,7 @@ one JSON string (`--speculative-config '{"method": ...}'`); anything else -> str
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -180,7 +181,7 @@ class ArgChecker:
 
     def __init__(self, python: str, engine: str, env: Mapping[str, str] | None = None) -> None:
         self.python, self.engine = python, engine
-        self.env = None if env is None else dict(env)
+        self.env = dict(env or {})  # extra variables over ours (the engine's own settings.env)
         self._proc: subprocess.Popen[str] | None = None
         self._cache: dict[str, dict[str, Any]] = {}
         self._lock = threading.Lock()  # one question at a time on the pipe
@@ -205,7 +206,7 @@ class ArgChecker:
                 self._proc = subprocess.Popen(
                     [self.python, "-c", Path(__file__).read_text(), self.engine, "--serve"],
                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                    env=self.env, start_new_session=True,
+                    env={**os.environ, **self.env}, start_new_session=True,
                 )
             except OSError as exc:
                 return {"ok": False, "importable": False, "error": f"cannot run {self.python!r}: {exc}"}
@@ -239,7 +240,7 @@ _CHECKERS: dict[tuple[str, str, str], ArgChecker] = {}
 
 
 def checker(python: str, engine: str, env: Mapping[str, str] | None = None) -> ArgChecker:
-    """The shared checker for one interpreter, engine and environment (closed at exit)."""
+    """The shared checker for one interpreter, engine and extra environment (closed at exit)."""
     key = (python, engine, json.dumps(sorted((env or {}).items())))
     if key not in _CHECKERS:
         if not _CHECKERS:

@@ -105,7 +105,7 @@ class ServerEngine(Engine):
         if not s.check_args or python is None:
             return
         base = self.model_flags(launch.model, launch, args) if launch is not None else []
-        env = {**os.environ, **self.env(launch)} if launch is not None else None
+        env = self.env(launch) if launch is not None else None
         answer = cli.checker(python, self.check_key, env).check(args, base)
         if answer.get("importable") is False:
             log.info("%s arguments not checked (%s is not usable from %s): %s", self.name, self.name, python,
