@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,9 +15,8 @@ from ray.serve.schema import ServeDeploySchema
 from serve_apps.args import AppArgs
 from tuner.outcome import TrialOutcome
 from tuner.promote import promote_study
+from tuner.promote.__main__ import main
 from tuner.promote.registry import PREVIOUS, REPLACED_TAG, STAGING, ConfigRegistry
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -118,30 +114,32 @@ def test_nothing_promoted_registers_nothing_and_records_why(tmp_path: Path, stor
     assert client.get_run(result.run_id).data.tags["servetune.promoted"] == "false"
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "RAY_ADDRESS")}
-    return subprocess.run([sys.executable, "-m", "tuner.promote", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=300)
+def _cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """`python -m tuner.promote ARGS` in this process (its main(), as the module runs it)."""
+    code = main(list(args))
+    out = capsys.readouterr()
+    return code, out.out, out.err
 
 
-def test_cli_bad_input_exits_2_with_what_where_fix(store) -> None:
+def test_cli_bad_input_exits_2_with_what_where_fix(store, capsys, monkeypatch) -> None:
     uri, client = store
-    proc = _cli("--study-run", "0123456789abcdef", "--mlflow-uri", uri)
-    assert proc.returncode == 2 and "--study-run" in proc.stderr and "no MLflow run" in proc.stderr
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    code, _, err = _cli(capsys, "--study-run", "0123456789abcdef", "--mlflow-uri", uri)
+    assert code == 2 and "--study-run" in err and "no MLflow run" in err
     trial_run = client.create_run(client.create_experiment("lonely")).info.run_id
-    proc = _cli("--study-run", trial_run, "--mlflow-uri", uri)
-    assert proc.returncode == 2 and "no trials.parquet" in proc.stderr
-    proc = _cli("--rollback", "promo-config", "--mlflow-uri", uri)  # one version only: nothing to go back to
-    assert proc.returncode == 2 and "previous-staging" in proc.stderr and "fix:" in proc.stderr
-    proc = _cli("--rollback", "promo-config")
-    assert proc.returncode == 2 and "MLFLOW_TRACKING_URI" in proc.stderr
+    code, _, err = _cli(capsys, "--study-run", trial_run, "--mlflow-uri", uri)
+    assert code == 2 and "no trials.parquet" in err
+    code, _, err = _cli(capsys, "--rollback", "promo-config", "--mlflow-uri", uri)  # nothing to go back to
+    assert code == 2 and "previous-staging" in err and "fix:" in err
+    code, _, err = _cli(capsys, "--rollback", "promo-config")
+    assert code == 2 and "MLFLOW_TRACKING_URI" in err
 
 
-def test_cli_study_run_with_nothing_feasible_exits_3_and_says_why(store, tmp_path: Path) -> None:
+def test_cli_study_run_with_nothing_feasible_exits_3_and_says_why(store, tmp_path: Path, capsys) -> None:
     uri, _ = store
     study_run, _ = finished_study_run(uri, tmp_path, "hopeless", [
         make_trial(0, None, 0, outcome=TrialOutcome.OOM), make_trial(1, 4000, 2000)])
-    proc = _cli("--study-run", study_run, "--mlflow-uri", uri, "--output", str(tmp_path / "out"))
-    assert proc.returncode == 3, proc.stdout + proc.stderr
-    assert "nothing promoted" in proc.stdout and "oom" in proc.stdout
+    code, out, err = _cli(capsys, "--study-run", study_run, "--mlflow-uri", uri, "--output", str(tmp_path / "out"))
+    assert code == 3, out + err
+    assert "nothing promoted" in out and "oom" in out
     assert not (tmp_path / "out" / "promoted.yaml").exists()
