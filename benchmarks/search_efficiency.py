@@ -206,7 +206,8 @@ def main() -> None:
         good_caps = [c for c in caps if c]
         summary[method] = {"median": med, "hits": hits, "points": statistics.mean(pts),
                            "cap": statistics.median(good_caps) if good_caps else None, "base_cap": base_cap}
-        print(f"{method:>9} median ratio " + " ".join(f"@{c}={med[c]:.3f}" for c in checkpoints)
+        mean = " ".join(f"@{c}={statistics.mean(ratios[c]):.3f}" for c in checkpoints)
+        print(f"{method:>9} median ratio " + " ".join(f"@{c}={med[c]:.3f}" for c in checkpoints) + f"  mean {mean}"
               + f"  hits>=95% at {checkpoints[-1]}: {hits}/{a.seeds}  mean load points per search: "
               f"{statistics.mean(pts):.0f}")
     oracle.save(cache)
