@@ -7,9 +7,10 @@ import os
 import tempfile
 from pathlib import Path
 
+from tuner.engines.base import LaunchSpec
 from tuner.errors import SpecError
 from tuner.search.space import Space, build_space
-from tuner.spec.study import Study
+from tuner.spec.study import EngineSettings, SimSettings, Study
 
 
 def check_output_dir(out: Path) -> None:
@@ -59,6 +60,13 @@ def verify_manifest(model_dir: Path, manifest: Path) -> None:
                             f"{manifest}:{i}", "re-download the model from a trusted source")
 
 
+def _settings(study: Study, engine: str) -> EngineSettings | SimSettings:
+    """The engine's run settings (its own interpreter), so arguments are checked by its own parser."""
+    if engine == "sim":
+        return study.sim
+    return study.engines.get(engine) or EngineSettings()  # type: ignore[call-overload]
+
+
 def check_engines(study: Study, space: Space) -> None:
     from tuner.engines import get_engine
     from tuner.engines.args import bad_names
@@ -74,7 +82,7 @@ def check_engines(study: Study, space: Space) -> None:
         if name == "sim":
             check_sim(study)
         try:
-            engine.check_args({**sp.defaults(), **sp.fixed}, None)
+            engine.check_args({**sp.defaults(), **sp.fixed}, LaunchSpec.for_check(study.model, _settings(study, name)))
         except SpecError as exc:  # engines say "args.<name>"; the user wrote it under search_space.fixed
             key = exc.where.removeprefix("args.")
             if exc.where.startswith("args.") and key in sp.fixed:

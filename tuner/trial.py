@@ -178,6 +178,10 @@ def _finish(study: Study, cap: Any, result: TrialResult, trial_dir: Path,
         result.reason = (f"SLA not met even at the lowest load {study.capacity.low:g}: error_rate = {err_rate:.2f} "
                          f"over the error budget (most common: {common[:120]!r})")
         return
+    stopped = cap.points[0].stopped_early if cap.points else None
+    if stopped:
+        result.reason = f"SLA not met even at the lowest load {study.capacity.low:g}: load point stopped early ({stopped})"
+        return
     worst = max(study.sla, key=lambda t: t.violation(summary)) if summary else study.sla[0]
     value = summary.get(worst.metric) if summary else None
     result.reason = (
