@@ -141,8 +141,11 @@ class FeasibilityModel:
             return None
         forest = self._forest.get(engine)
         if forest is None:
-            from sklearn.ensemble import RandomForestClassifier  # lazy: only studies that fail pay for it
-
+            try:
+                from sklearn.ensemble import RandomForestClassifier  # lazy: only studies that fail pay for it
+            except ImportError:  # rules and exact memory still apply
+                self.use_classifier = False
+                return None
             forest = RandomForestClassifier(n_estimators=50, min_samples_leaf=1, random_state=self.seed)
             forest.fit(np.array([self._encode(engine, o.full) for o in obs]), [int(o.failed) for o in obs])
             self._forest[engine] = forest
