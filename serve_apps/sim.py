@@ -51,10 +51,13 @@ class SimServer:
             return Response(json.dumps(describe(self.args)), media_type="application/json")
         return await self.upstream.forward(request)
 
-    def check_health(self) -> None:
-        """Serve calls this periodically; a dead engine makes the replica unhealthy (and replaced)."""
+    async def check_health(self) -> None:
+        """Serve calls this periodically; a dead or hung engine makes the replica unhealthy (and replaced)."""
         if not self.proc.alive():
             raise RuntimeError(f"sim engine exited ({self.proc.returncode}): {self.proc.log_tail(5)}")
+        status = await self.upstream.get_status("/health", timeout_s=10)
+        if status != 200:
+            raise RuntimeError(f"sim engine /health answered {status or 'nothing'} within 10s")
 
     def __del__(self) -> None:
         proc = getattr(self, "proc", None)
