@@ -34,6 +34,8 @@ class TrialPlan:
     baseline: bool = False
     seed: int = 0
     notes: list[str] = field(default_factory=list)
+    incumbent: float | None = None  # best SLA-feasible objective so far: hopeless configs stop early
+    incumbent_capacity: float | None = None
 
 
 def run_trial(study: Study, plan: TrialPlan, trial_dir: Path, *, base_dir: Path | None = None) -> TrialResult:
@@ -57,16 +59,35 @@ def run_trial(study: Study, plan: TrialPlan, trial_dir: Path, *, base_dir: Path 
         log.exception("trial %s failed", plan.trial_id)
         result.outcome, result.reason = TrialOutcome.CRASHED, f"{type(exc).__name__}: {exc}"
     result.wall_s = time.monotonic() - t0
+    result.notes += [n for n in plan.notes if n not in result.notes]  # e.g. a rung stop during the search
     return result
 
 
 def _capacity(study: Study, target: Any, plan: TrialPlan, base_dir: Path | None) -> Any:
-    from tuner.load.capacity import find_capacity
+    """The capacity search, with the multi-fidelity rung stop when an incumbent exists (not for the baseline)."""
+    from tuner.load.capacity import CapacityResult, find_capacity
+    from tuner.search.fidelity import StopTrial, rung_stop
 
-    return find_capacity(
-        target, study.workload, study.sla, study.capacity, seed=plan.seed,
-        max_model_len=study.model.max_model_len, base_dir=base_dir,
-    )
+    seen: list[Any] = []
+    hook = None
+    if plan.incumbent is not None and not plan.baseline:
+        rung = rung_stop(study, plan.incumbent, plan.incumbent_capacity)
+
+        def hook(point: Any) -> None:
+            seen.append(point)
+            rung(point)
+
+    try:
+        return find_capacity(
+            target, study.workload, study.sla, study.capacity, seed=plan.seed,
+            max_model_len=study.model.max_model_len, base_dir=base_dir, on_point=hook,
+        )
+    except StopTrial as stop:
+        # Its best SLA-feasible point is a true lower bound; it cannot beat the incumbent, so stop paying.
+        plan.notes.append(f"rung-stopped after {len(seen)} load points: {stop.reason}")
+        feasible = [p for p in seen if p.feasible]
+        best = max(feasible, key=lambda p: p.load) if feasible else None
+        return CapacityResult(capacity=best.load if best else None, best=best, points=seen, records=[])
 
 
 def _run_virtual(study: Study, plan: TrialPlan, trial_dir: Path, result: TrialResult, base_dir: Path | None) -> None:

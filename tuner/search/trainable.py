@@ -25,6 +25,7 @@ def trainable(config: dict[str, Any], *, study_data: dict[str, Any], output_dir:
         trial_id=trial_id, number=int(config.get("number", 0)), engine=config["engine"],
         args=dict(config.get("args", {})), params=dict(config.get("params", {})),
         baseline=bool(config.get("baseline", False)), seed=study.seed, notes=list(config.get("notes", [])),
+        incumbent=config.get("incumbent"), incumbent_capacity=config.get("incumbent_capacity"),
     )
     result = run_trial(study, plan, trial_dir(Path(output_dir), plan.number, trial_id), base_dir=Path(base_dir))
     tune.report(result_metrics(study, result))
