@@ -34,20 +34,12 @@ def read_trials(path: Path) -> list[TrialResult]:
 
 
 def pareto(trials: list[TrialResult], objective: str, latency: str) -> list[TrialResult]:
-    """Non-dominated trials among those that served load: max objective metric, min latency."""
+    """Non-dominated trials among those that served load (max objective metric, min latency)."""
+    from tuner.promote.pareto import pareto_front
+
     ran = [t for t in trials if t.outcome.ran and t.metrics.get(objective) is not None
            and t.metrics.get(latency) is not None]
-    front = []
-    for t in ran:
-        thr, lat = t.metrics[objective], t.metrics[latency]
-        dominated = any(
-            o.metrics[objective] >= thr and o.metrics[latency] <= lat
-            and (o.metrics[objective] > thr or o.metrics[latency] < lat)
-            for o in ran
-        )
-        if not dominated:
-            front.append(t)
-    return sorted(front, key=lambda t: -t.metrics[objective])
+    return pareto_front(ran, objective, latency)
 
 
 def write_pareto(path: Path, trials: list[TrialResult], sla: list[SLATerm], objective: str, latency: str,
