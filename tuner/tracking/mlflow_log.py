@@ -9,7 +9,6 @@ from __future__ import annotations
 import base64
 import json
 import logging
-import math
 import tempfile
 import urllib.error
 import urllib.parse
@@ -18,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from tuner.errors import SpecError
+from tuner.numeric import finite_float
 from tuner.redact import redact, redact_text, redact_yaml_text
 from tuner.trial_result import TrialResult
 
@@ -61,14 +61,6 @@ def check_uri(uri: str) -> None:
                         "use http(s)://, sqlite:///path or a file path")
 
 
-def _clean(v: Any) -> float | None:
-    if v is None or isinstance(v, bool):
-        return None
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(f) or math.isinf(f) else f
 
 
 class StudyTracker:
@@ -146,12 +138,12 @@ class StudyTracker:
         ts = 0
         self.client.log_batch(
             rid,
-            metrics=[Metric(k, f, ts, 0) for k, v in metrics.items() if (f := _clean(v)) is not None],
+            metrics=[Metric(k, f, ts, 0) for k, v in metrics.items() if (f := finite_float(v)) is not None],
             params=[Param(k, json.dumps(v) if isinstance(v, (dict, list)) else str(v)) for k, v in params.items()],
         )
         for i, p in enumerate(t.points):  # every load point, as steps, for the UI's metric plots
             batch = [Metric(f"point.{k}", f, ts, i) for k in ("load", "output_tokens_per_s", "ttft_ms.p99", "e2e_ms.p99")
-                     if (f := _clean(p.get(k))) is not None]
+                     if (f := finite_float(p.get(k))) is not None]
             if batch:
                 self.client.log_batch(rid, metrics=batch)
         self.client.log_dict(rid, redact(t.to_json()), "trial.json")
@@ -175,7 +167,7 @@ class StudyTracker:
                 sub = "plots" if f.parent.name == "plots" else None
                 self.client.log_artifact(self.parent_run_id, str(f), artifact_path=sub)
         for k, v in summary.items():
-            if (f := _clean(v)) is not None:
+            if (f := finite_float(v)) is not None:
                 self.client.log_metric(self.parent_run_id, k, f)
 
     def finish(self, ok: bool) -> None:

@@ -15,6 +15,7 @@ import plotly.graph_objects as go
 import pyarrow.parquet as pq
 from plotly.subplots import make_subplots
 
+from tuner.numeric import finite_float
 from tuner.outputs import pareto
 from tuner.sla import SLATerm
 from tuner.trial_result import TrialResult
@@ -69,7 +70,7 @@ def pareto_figure(
     bg_x, bg_y, bg_text = [], [], []
     for t in trials:
         for p in t.points:
-            x, y = _num(p.get(latency_metric)), _num(p.get(objective_metric))
+            x, y = finite_float(p.get(latency_metric)), finite_float(p.get(objective_metric))
             if x is not None and y is not None:
                 bg_x.append(x)
                 bg_y.append(y)
@@ -168,7 +169,7 @@ def parallel_coordinates_figure(trials: Sequence[TrialResult], objective_metric:
         values = [t.params.get(name, t.resolved.get(name)) for t in trials]
         present = [v for v in values if v is not None]
         if present and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in present):
-            dims.append(_numeric_dim(name, [_num(v) for v in values]))
+            dims.append(_numeric_dim(name, [finite_float(v) for v in values]))
         else:
             dims.append(_categorical_dim(name, values))
     dims.append(_categorical_dim("outcome", [t.outcome.value for t in trials]))
@@ -198,14 +199,14 @@ def _x_max(trials: Sequence[TrialResult], sla: Sequence[SLATerm], objective_metr
     xs = [xy[0] for t in trials for xy in [_xy(t, objective_metric, latency_metric)] if xy is not None]
     xs += [term.limit for term in sla if term.metric == latency_metric]
     if not xs:
-        xs = [x for t in trials for p in t.points for x in [_num(p.get(latency_metric))] if x is not None]
+        xs = [x for t in trials for p in t.points for x in [finite_float(p.get(latency_metric))] if x is not None]
     return 1.15 * max(xs, default=1.0)
 
 
 def _xy(t: TrialResult, objective_metric: str, latency_metric: str) -> tuple[float, float] | None:
     """(latency, objective) at the trial's capacity point, or None when it has no such measurement."""
-    lat = _num(t.metrics.get(latency_metric))
-    obj = _num(t.metrics.get(objective_metric, t.objective))
+    lat = finite_float(t.metrics.get(latency_metric))
+    obj = finite_float(t.metrics.get(objective_metric, t.objective))
     return None if lat is None or obj is None else (lat, obj)
 
 
@@ -231,12 +232,12 @@ def latency_samples(trial: TrialResult, column: str) -> list[float]:
         keep = [k and not w for k, w in zip(keep, cols["warmup"], strict=True)]
     if "load" in cols and trial.capacity is not None:
         loads = cols["load"]
-        keep = [k and _num(x) is not None and math.isclose(float(x), trial.capacity, rel_tol=1e-6)
+        keep = [k and finite_float(x) is not None and math.isclose(float(x), trial.capacity, rel_tol=1e-6)
                 for k, x in zip(keep, loads, strict=True)]
     values = cols.get(column)
     if values is None or all(v is None for v in values):
         values = _recompute(cols, column, n)
-    return [float(v) for k, v in zip(keep, values, strict=True) if k and _num(v) is not None]
+    return [float(v) for k, v in zip(keep, values, strict=True) if k and finite_float(v) is not None]
 
 
 def _recompute(cols: dict[str, list[Any]], column: str, n: int) -> list[float | None]:
@@ -282,11 +283,3 @@ def _categorical_dim(label: str, values: list[Any]) -> dict[str, Any]:
             "ticktext": levels, "range": [-0.5, len(levels) - 0.5]}
 
 
-def _num(v: Any) -> float | None:
-    if v is None or isinstance(v, bool):
-        return None
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(f) or math.isinf(f) else f
