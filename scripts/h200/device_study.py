@@ -109,44 +109,6 @@ def reset_prefix_cache_between_points() -> None:
     target_mod.HttpTarget = FreshCacheTarget  # type: ignore[misc]
 
 
-def early_stop_for_long_streams() -> None:
-    """Two corrections to the load generator's early stop, needed where a request streams for seconds.
-
-    Found on the H200 (2026-11-29, 2048 in / 512 out, ~5 s per request): every load point of the
-    first two trials was stopped after 2.2 s as "2 of 108 requests already over p99_ttft_ms <= 2000",
-    although those requests had streamed 80-280 tokens, because
-    1. a record's first_token_s is filled in when its stream ends, so the TTFT rule counts every
-       request in flight for more than 2 s as still waiting for its first token; here a request
-       that has received tokens (record.token_times, filled live) is no longer waiting;
-    2. the saturation rule (in-flight count growing over a 10 s window) fires during the normal
-       ramp-up, which lasts one request lifetime (5-10 s), at any load above ~6 req/s; it is turned
-       off here, and an overloaded point is still stopped by the TTFT rule (queued requests get no
-       first token).
-    Both belong in tuner.load (reported); this keeps the device run correct meanwhile.
-    """
-    import tuner.load.capacity as capacity
-    import tuner.load.earlystop as earlystop
-
-    original = earlystop._still_over
-    if getattr(original, "live_tokens", False):
-        return
-
-    def still_over(r: Any, metric: str, limit_s: float, now_s: float) -> bool:
-        if metric == "ttft_ms" and r.token_times:
-            return False
-        return original(r, metric, limit_s, now_s)
-
-    still_over.live_tokens = True  # type: ignore[attr-defined]
-    earlystop._still_over = still_over
-
-    class NoRampUpStop(earlystop.EarlyStop):
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            self.open_loop = False
-
-    capacity.EarlyStop = NoRampUpStop  # type: ignore[misc]
-
-
 class StudyState:
     """The searcher (pickled) and the finished trials under --state, so a later command continues."""
 
@@ -211,7 +173,6 @@ def run_one(study_path: str, plan: TrialPlan, tdir: str, gpu: int) -> TrialResul
                         handlers=[logging.StreamHandler(sys.stdout)])
     tuner.trial._gpu_ids = lambda: [gpu]  # type: ignore[assignment]
     study = load_study(Path(study_path))
-    early_stop_for_long_streams()
     if study.engine_names[0] == "vllm":
         reset_prefix_cache_between_points()
     before = engine_gpu.snapshot([gpu])
