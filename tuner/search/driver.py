@@ -73,18 +73,32 @@ class _Recorder(tune.Callback):
         ))
 
     def _record(self, result: TrialResult) -> None:
+        """trials.parquet first, then MLflow: a driver killed in between leaves a trial that resume
+        logs to MLflow (`reconcile`), never an MLflow run for a trial that resume would run again."""
         if result.trial_id in self.trials:
             return
+        self.trials[result.trial_id] = result
+        write_trials(self.out / "trials.parquet", list(self.trials.values()))
+        self._log(result)
+        self.progress.trial_finished(result)
+
+    def _log(self, result: TrialResult) -> None:
         if result.trial_id in self.logged:
             result.mlflow_run_id = self.logged[result.trial_id]
         else:
             try:
                 result.mlflow_run_id = self.tracker.log_trial(result, self.param_names, self.defaults)
+                self.logged[result.trial_id] = result.mlflow_run_id
             except Exception as exc:  # noqa: BLE001 - tracking trouble must not lose the trial
                 log.warning("MLflow logging of trial %s failed: %s", result.trial_id, exc)
-        self.trials[result.trial_id] = result
+                return
         write_trials(self.out / "trials.parquet", list(self.trials.values()))
-        self.progress.trial_finished(result)
+
+    def reconcile(self) -> None:
+        """On resume: finished trials whose MLflow run is missing (or not yet linked) get it now."""
+        for result in sorted(self.trials.values(), key=lambda t: t.number):
+            if result.mlflow_run_id is None or result.trial_id not in self.logged:
+                self._log(result)
 
 
 def _from_json(d: dict[str, Any]) -> TrialResult:
@@ -109,6 +123,8 @@ def run_search(study: Study, study_data: dict[str, Any], space: Space, out: Path
     known = {t.trial_id: t for t in read_trials(out / "trials.parquet")} if resume else {}
     logged = tracker.logged_trials() if resume else {}
     recorder = _Recorder(study, space, out, tracker, progress, known, logged)
+    if resume:
+        recorder.reconcile()
     engines = study.engine_names
     res = trial_resources(study, engines[0])
     fn = tune.with_parameters(trainable, study_data=study_data, output_dir=str(out), base_dir=str(base_dir))
