@@ -61,6 +61,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="wall time a trial is assumed to take until one has been measured")
     p.add_argument("--gpus", type=int, default=0, help="trials at once, one GPU each (default: every visible GPU)")
     p.add_argument("--enqueue", default="", help="JSON list of configs (param -> value) to try before sampling")
+    p.add_argument("--executor", choices=("process", "ray"), default="process",
+                   help="process: a spawned process per trial, GPUs handed out here; ray: a Ray task per trial "
+                        "holding num_gpus=1 on a local Ray instance, GPUs assigned by Ray (as the pipeline's "
+                        "Tune trials are)")
     return p.parse_args(argv)
 
 
@@ -197,19 +201,89 @@ def tell(st: StudyState, plan: TrialPlan, result: TrialResult) -> None:
     })
 
 
+class ProcessExecutor:
+    """A spawned process per trial; this driver hands each trial a free GPU index."""
+
+    def __init__(self, gpus: list[int]) -> None:
+        self.free = list(gpus)
+        self.pool = ProcessPoolExecutor(max_workers=len(gpus), mp_context=multiprocessing.get_context("spawn"),
+                                        max_tasks_per_child=1)
+        self.running: dict[Future[TrialResult], TrialPlan] = {}
+        self.gpu_of: dict[Future[TrialResult], int] = {}
+
+    def has_slot(self) -> bool:
+        return bool(self.free)
+
+    def submit(self, study: str, plan: TrialPlan, tdir: str) -> None:
+        gpu = self.free.pop(0)
+        log.info("trial %d on GPU %d%s args=%s", plan.number, gpu, " (baseline)" if plan.baseline else "", plan.args)
+        fut = self.pool.submit(run_one, study, plan, tdir, gpu)
+        self.running[fut], self.gpu_of[fut] = plan, gpu
+
+    def wait_any(self) -> list[tuple[TrialPlan, TrialResult]]:
+        finished, _ = wait(self.running, return_when=FIRST_COMPLETED)
+        self.free.extend(self.gpu_of.pop(f) for f in finished)
+        return [(self.running.pop(f), f.result()) for f in finished]  # a GPU left busy raises here
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True)
+
+
+class RayExecutor:
+    """A Ray task per trial on a local Ray instance that owns the GPUs: each task asks for num_gpus=1,
+    Ray picks the GPU and sets CUDA_VISIBLE_DEVICES, and the trial reads its GPU back from
+    ray.get_gpu_ids() (tuner.trial._gpu_ids), as the pipeline's Tune trials do. max_calls=1 gives every
+    trial a fresh worker process (its own interpreter and GIL for the load generator)."""
+
+    def __init__(self, gpus: list[int]) -> None:
+        import ray
+
+        self.ray, self.slots = ray, len(gpus)
+        # workers import tuner and gpu_sampler from the repo, wherever Ray starts them
+        paths = [str(REPO), str(Path(__file__).resolve().parent), os.environ.get("PYTHONPATH", "")]
+        os.environ["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
+        ray.init(num_gpus=len(gpus), num_cpus=max(2, os.cpu_count() or 2), include_dashboard=False,
+                 object_store_memory=512 * 1024**2, log_to_driver=True, configure_logging=False)
+        log.info("ray %s: %s", ray.__version__, ray.cluster_resources())
+        self.task = ray.remote(num_gpus=1, num_cpus=1, max_calls=1, max_retries=0)(run_on_ray_gpu)
+        self.running: dict[Any, TrialPlan] = {}
+
+    def has_slot(self) -> bool:
+        return len(self.running) < self.slots
+
+    def submit(self, study: str, plan: TrialPlan, tdir: str) -> None:
+        log.info("trial %d to Ray (num_gpus=1)%s args=%s", plan.number, " (baseline)" if plan.baseline else "",
+                 plan.args)
+        self.running[self.task.remote(str(Path(study).resolve()), plan, tdir)] = plan
+
+    def wait_any(self) -> list[tuple[TrialPlan, TrialResult]]:
+        ready, _ = self.ray.wait(list(self.running), num_returns=1)
+        return [(self.running.pop(ref), self.ray.get(ref)) for ref in ready]  # a GPU left busy raises here
+
+    def close(self) -> None:
+        self.ray.shutdown()
+
+
+def run_on_ray_gpu(study_path: str, plan: TrialPlan, tdir: str) -> TrialResult:
+    """Inside a Ray worker: the trial on the GPU Ray assigned to this task."""
+    import ray
+
+    os.chdir(REPO)
+    gpu = int(ray.get_gpu_ids()[0])
+    return run_one(study_path, plan, tdir, gpu)
+
+
 def run_trials(st: StudyState, args: argparse.Namespace, gpus: list[int], queued: list[dict[str, Any]],
                trials_dir: Path, log_file: Path) -> float:
     """Keep every GPU busy with one trial each until --trials ran or the next would pass --deadline."""
     done_walls = [r.wall_s for r in st.results if r.outcome.ran]
-    free = list(gpus)
-    running: dict[Future[TrialResult], tuple[int, TrialPlan]] = {}
     started = 0
     stopping = False
     t_start = time.time()
-    ctx = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=len(gpus), mp_context=ctx, max_tasks_per_child=1) as pool:
+    ex = RayExecutor(gpus) if args.executor == "ray" else ProcessExecutor(gpus)
+    try:
         while True:
-            while free and not stopping and started < args.trials:
+            while ex.has_slot() and not stopping and started < args.trials:
                 estimate = max(done_walls) if done_walls else args.trial_estimate_s
                 left = args.deadline - time.time()
                 if left < estimate:
@@ -221,19 +295,11 @@ def run_trials(st: StudyState, args: argparse.Namespace, gpus: list[int], queued
                     log.info("stop: the searcher has no config left worth launching")
                     stopping = True
                     break
-                gpu = free.pop(0)
-                tdir = trials_dir / f"{plan.number:03d}-{plan.trial_id}"
-                log.info("trial %d on GPU %d%s args=%s", plan.number, gpu, " (baseline)" if plan.baseline else "",
-                         plan.args)
-                running[pool.submit(run_one, str(args.study), plan, str(tdir), gpu)] = (gpu, plan)
+                ex.submit(str(args.study), plan, str(trials_dir / f"{plan.number:03d}-{plan.trial_id}"))
                 started += 1
-            if not running:
+            if not ex.running:
                 break
-            finished, _ = wait(running, return_when=FIRST_COMPLETED)
-            for fut in finished:
-                gpu, plan = running.pop(fut)
-                result = fut.result()  # a GPU left busy raises here and ends the command
-                free.append(gpu)
+            for plan, result in ex.wait_any():
                 tell(st, plan, result)
                 st.add(result)
                 if result.outcome.ran:
@@ -241,7 +307,10 @@ def run_trials(st: StudyState, args: argparse.Namespace, gpus: list[int], queued
                 log.info("trial %d: %s capacity=%s objective=%s start_s=%s wall_s=%.0f reason=%s", result.number,
                          result.outcome.value, result.capacity, result.objective, result.start_s, result.wall_s,
                          result.reason)
-                pack(st, trials_dir, args.out, log_file, elapsed_s=time.time() - t_start, gpus=gpus)
+                pack(st, trials_dir, args.out, log_file, elapsed_s=time.time() - t_start, gpus=gpus,
+                     executor=args.executor)
+    finally:
+        ex.close()
     return time.time() - t_start
 
 
@@ -250,13 +319,14 @@ def _short(state: dict[str, Any]) -> dict[str, Any]:
 
 
 def pack(st: StudyState, trials_dir: Path, out: Path, log_file: Path, elapsed_s: float = 0.0,
-         gpus: list[int] | None = None) -> None:
+         gpus: list[int] | None = None, executor: str = "process") -> None:
     """Everything so far into --out: trials.parquet, summary.json, and one tarball of the trial folders."""
     out.mkdir(parents=True, exist_ok=True)
     write_trials(out / "trials.parquet", st.results)
     summary = {
         "study": st.study.name,
         "gpus": gpus or [],
+        "executor": executor,
         "this_command_trials_elapsed_s": round(elapsed_s, 1),
         "trials": [{"number": r.number, "outcome": r.outcome.value, "baseline": r.baseline, "args": r.args,
                     "capacity": r.capacity, "objective": r.objective, "start_s": r.start_s, "wall_s": r.wall_s,
@@ -291,7 +361,7 @@ def main(argv: list[str] | None = None) -> int:
     log.info("study %s: %d trials already done; GPUs %s; deadline in %.0f s", study.name, len(st.results), gpus,
              args.deadline - time.time())
     elapsed = run_trials(st, args, gpus, queued, trials_dir, log_file)
-    pack(st, trials_dir, args.out, log_file, elapsed_s=elapsed, gpus=gpus)
+    pack(st, trials_dir, args.out, log_file, elapsed_s=elapsed, gpus=gpus, executor=args.executor)
     return 0
 
 

@@ -24,11 +24,11 @@ STUDY = REPO / "studies" / "h200-sim-rehearsal.yaml"
 QUEUE = [{"max_num_seqs": 256, "max_num_batched_tokens": 2048}, {"max_num_seqs": 128, "max_num_batched_tokens": 16384}]
 
 
-def drive(state: Path, out: Path, trials: int, deadline_s: float = 120, gpus: int = 1
+def drive(state: Path, out: Path, trials: int, deadline_s: float = 120, gpus: int = 1, executor: str = "process"
           ) -> subprocess.CompletedProcess[str]:
     cmd = [sys.executable, str(DRIVER), str(STUDY), "--out", str(out), "--state", str(state),
            "--deadline", str(time.time() + deadline_s), "--trials", str(trials), "--trial-estimate-s", "1",
-           "--enqueue", json.dumps(QUEUE), "--gpus", str(gpus)]
+           "--enqueue", json.dumps(QUEUE), "--gpus", str(gpus), "--executor", executor]
     return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
 
 
@@ -73,16 +73,23 @@ def test_no_trial_starts_past_the_deadline(tmp_path: Path) -> None:
     assert not (tmp_path / "out" / "trials.parquet").exists()
 
 
-def test_two_gpus_run_two_trials_at_once(tmp_path: Path) -> None:
-    proc = drive(tmp_path / "state", tmp_path / "out", trials=4, gpus=2)
+@pytest.mark.parametrize("executor", ["process", "ray"])
+def test_two_gpus_run_two_trials_at_once(tmp_path: Path, executor: str) -> None:
+    """Both executors: a trial per GPU at a time, each GPU used, the baseline and the queue first.
+    Under Ray the GPU comes from Ray's assignment (a local Ray instance told it has 2 GPUs)."""
+    proc = drive(tmp_path / "state", tmp_path / "out", trials=4, gpus=2, executor=executor)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     trials = read_trials(tmp_path / "out" / "trials.parquet")
     assert [t.number for t in trials] == [0, 1, 2, 3]
     assert trials[0].baseline and [trials[1].params, trials[2].params] == QUEUE
     gpus = [next(n for n in t.notes if n.startswith("gpu ")).split(";")[0] for t in trials]
-    assert gpus[:2] == ["gpu 0", "gpu 1"] and set(gpus) == {"gpu 0", "gpu 1"}
+    assert sorted(gpus[:2]) == ["gpu 0", "gpu 1"] and set(gpus) == {"gpu 0", "gpu 1"}
+    spans = [tuple(int(x) for x in n.split("ran ")[1].split(" ")[0].split("-")) for t in trials for n in t.notes
+             if "; ran " in n]
+    assert spans[0][0] <= spans[1][1] and spans[1][0] <= spans[0][1], f"trials 0 and 1 did not overlap: {spans}"
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
-    assert summary["gpus"] == [0, 1] and summary["this_command_trials_elapsed_s"] > 0
+    assert summary["gpus"] == [0, 1] and summary["executor"] == executor
+    assert summary["this_command_trials_elapsed_s"] > 0
 
 
 def test_ingest_writes_pipeline_outputs(two_commands: tuple[Path, Path, Path], tmp_path: Path) -> None:
