@@ -5,6 +5,7 @@
 #   15 s past it the driver is stopped, and each trial's server is then ended by its reaper)
 #   Trials run one per GPU at a time, on every GPU the machine has; EXECUTOR `ray` runs each as a Ray
 #   task holding one GPU (needs /tmp/raysite, scripts/h200/build_ray_pack.sh), default `process`.
+#   TRIAL_ESTIMATE_S (env): the wall a trial is assumed to take until one has been measured (300).
 # Needs /tmp/vsite and /tmp/site (scripts/h200/setup_device.sh). Writes trials.parquet, summary.json,
 # trials.tar.gz and driver_stdout.log to $OUT.
 set -u
@@ -19,5 +20,5 @@ export VLLM_CACHE_ROOT=/tmp/vllm_cache TRITON_CACHE_DIR=/tmp/triton_cache
 export RAY_USAGE_STATS_ENABLED=0
 DEADLINE=$(( $(date +%s) + SECS ))
 timeout $(( SECS + 15 )) python3 scripts/h200/device_study.py "$STUDY" --out "$O" --state "/tmp/st_$NAME" --deadline $DEADLINE \
-  --trials "$TRIALS" ${ENQ:+--enqueue "$ENQ"} --executor "$EXECUTOR" 2>&1 | tee "$O/driver_stdout.log" | grep -v "^    " | tail -60
+  --trials "$TRIALS" ${ENQ:+--enqueue "$ENQ"} --executor "$EXECUTOR" --trial-estimate-s "${TRIAL_ESTIMATE_S:-300}" 2>&1 | tee "$O/driver_stdout.log" | grep -v "^    " | tail -60
 du -sh /tmp/vllm_cache 2>/dev/null
