@@ -9,7 +9,8 @@
 set -u
 END=$(( $(date +%s) + $1 )); EXECUTOR=$2; shift 2
 mkdir -p /tmp/res
-(
+export END EXECUTOR
+setsid bash -c '
   while [ $# -ge 3 ]; do
     name=$(basename "$1" .yaml); left=$(( END - $(date +%s) ))
     echo "$(date +%T) $name: $left s left" >> /tmp/res/chain.log
@@ -17,6 +18,5 @@ mkdir -p /tmp/res
     shift 3
   done
   echo "$(date +%T) done" >> /tmp/res/chain.log; touch /tmp/res/.done
-) < /dev/null > /dev/null 2>&1 &
-disown
+' chain "$@" < /dev/null > /dev/null 2>&1 &
 echo "started the chain (pid $!), ends by $(date -d @$END +%T)"

@@ -67,6 +67,24 @@ def test_no_saturation_verdict_during_ramp_up() -> None:
     assert stop(LiveView(11.0, {i: waiting(i, 11.0) for i in range(130)}, slow, 144, 10_000)) is None
 
 
+def test_ramp_up_is_judged_by_the_longest_finished_lifetime() -> None:
+    """As on the H200 (static 2048/512 at 8 req/s): the first requests to finish were served by a
+    near-empty batch and lived 3-4 s, those sent once the batch had filled 12-16 s, and in flight still
+    doubles over 10 s at a load the server sustains. Two median lifetimes (7 s) would call that
+    saturation (the false verdict seen on the device); two of the longest (28 s) wait it out."""
+    stop = EarlyStop(sla=(), total=10_000, open_loop=True)
+    lived = [RequestRecord(id=i, cls="a", input_len=1, output_len=2, sent_s=0.0, first_token_s=0.1, done_s=e2e,
+                           token_times=[0.1, e2e], output_tokens=2) for i, e2e in enumerate([3, 3, 3, 4, 12, 14])]
+    for k in range(49):
+        t = 8.0 + k * 0.25  # 8 s .. 20 s: 40 -> 100 in flight
+        assert stop(LiveView(t, {i: waiting(i, t) for i in range(40 + 5 * k // 4)}, lived, 100 + k, 10_000)) is None
+    reason = None
+    for k in range(60):
+        t = 28.0 + k * 0.25  # past two of the longest lifetimes, and still doubling: a verdict
+        reason = reason or stop(LiveView(t, {i: waiting(i, t) for i in range(100 + 4 * k)}, lived, 200 + k, 10_000))
+    assert reason is not None and reason.startswith("saturated")
+
+
 def test_streaming_requests_are_not_waiting_for_a_first_token() -> None:
     stop = EarlyStop(sla=SLA, total=200, open_loop=False)
     streaming = {i: RequestRecord(id=i, cls="a", input_len=1, output_len=99, sent_s=0.0, token_times=[0.05])
