@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tuner.sim.calibration import FITTED
 from tuner.sim.cost import Calibration
-from tuner.sim.reference import FIT_SET, H200_POINTS, METRICS, measured, simulate
+from tuner.sim.reference import ALL_POINTS, FIT_SET, METRICS, measured, simulate
 
 FREE = ("e_lin", "e_w", "e_attn", "e_kv", "o_step_s", "o_tok_s", "launch_per_layer_s", "eager_mult", "frontend_s")
 BOUNDS = {
@@ -36,7 +36,7 @@ CAL_FILE = Path(__file__).resolve().parents[1] / "tuner" / "sim" / "calibration.
 
 def loss(cal: Calibration) -> float:
     total, n = 0.0, 0
-    for p in H200_POINTS:
+    for p in ALL_POINTS:
         if p.name not in FIT_SET:
             continue
         sim, real = simulate(p, cal), measured(p)
@@ -74,8 +74,9 @@ def render(cal: Calibration) -> str:
     body = "\n".join(f"    {k}={v:.6g}," for k, v in cal.as_dict().items())
     return (
         '"""Fitted efficiency factors and overheads (written by benchmarks/calibrate_sim.py; edit by re-fitting).\n\n'
-        "Fitted on real vLLM 0.26.0 runs on one H200 (benchmarks/reference/h200-vllm-0.26.0, the configs\n"
-        "named in FIT_SET of tuner/sim/reference.py); other GPUs reuse these factors (see docs/sim.md).\n"
+        "Fitted on real vLLM 0.26.0 runs on one H200 (benchmarks/reference/h200-vllm-0.26.0 and servetune's\n"
+        "own H200 studies, benchmarks/reference/h200-servetune*: the points named in FIT_SET of\n"
+        "tuner/sim/reference.py); other GPUs reuse these factors (see docs/sim.md).\n"
         '"""\n\nfrom __future__ import annotations\n\nfrom tuner.sim.cost import Calibration\n\n'
         f"FITTED = Calibration(\n{body}\n)\n"
     )

@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tuner.sim.reference import FIT_SET, H200_POINTS, METRICS, errors_pct, measured, simulate
+from tuner.sim.reference import ALL_POINTS, FIT_SET, METRICS, errors_pct, measured, simulate
 
 SHORT = {"output_throughput": "tok/s", "p50_ttft_ms": "TTFT50", "p99_ttft_ms": "TTFT99",
          "p50_tpot_ms": "TPOT50", "p99_tpot_ms": "TPOT99"}
@@ -31,7 +31,7 @@ def main() -> None:
     unseen: list[float] = []  # held-out points whose engine config appears nowhere in the fit set
     fit_cfgs = {name.rsplit("_r", 1)[0] if "_r" in name and name[-1].isdigit() else name for name in FIT_SET}
     print(f"{'point':18s} {'set':4s} " + " ".join(f"{SHORT[m]:>22s}" for m in METRICS))
-    for p in H200_POINTS:
+    for p in ALL_POINTS:
         sim, real = simulate(p), measured(p)
         err = errors_pct(sim, real)
         tag = "fit" if p.name in FIT_SET else "held"
@@ -41,7 +41,7 @@ def main() -> None:
             unseen.extend(err.values())
         cells = " ".join(f"{sim[m]:>8.1f}/{real[m]:>8.1f} {err[m]:3.0f}%" for m in METRICS)
         print(f"{p.name:18s} {tag:4s} {cells}")
-    n_held = sum(1 for p in H200_POINTS if p.name not in FIT_SET)
+    n_held = sum(1 for p in ALL_POINTS if p.name not in FIT_SET)
     print(f"fit median_abs_error_pct={statistics.median(fit):.1f}; "
           f"unseen-config held-out median_abs_error_pct={statistics.median(unseen):.1f} "
           f"({len(unseen) // len(METRICS)} points); cpu_s={time.process_time() - t0:.2f}")

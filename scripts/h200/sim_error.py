@@ -3,10 +3,11 @@
 For each trial in a results folder and each load point it measured, the same workload (same seed,
 rate and point length) runs through the calibrated simulator in virtual time with the trial's
 engine args (tuner.load.capacity.measure_point with a VirtualTarget), and the figures are compared.
-None of these points was in the simulator's fit set (tuner.sim.reference.FIT_SET), so the errors are
-held-out errors.
+`--fit-trials` names trials whose points are in the simulator's fit set (tuner.sim.reference.FIT_SET):
+their rows are marked "fit" and left out of the summary lines, which are then held-out errors.
 
-    python scripts/h200/sim_error.py studies/h200-static.yaml benchmarks/results/h200/h200-static
+    python scripts/h200/sim_error.py studies/h200-static-high.yaml benchmarks/results/h200/h200-static-high \
+        --fit-trials 0
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("study", type=Path)
     p.add_argument("results", type=Path)
     p.add_argument("--json", type=Path, default=None)
+    p.add_argument("--fit-trials", type=int, nargs="*", default=[], help="trials whose points the fit used")
     a = p.parse_args(argv)
     study = load_study(a.study)
     rows = []
@@ -50,22 +52,23 @@ def main(argv: list[str] | None = None) -> int:
             if pt.get("stopped_early"):
                 continue
             sim = simulate(study, t.args, float(pt["load"]))
-            row = {"trial": t.number, "args": t.args, "load": pt["load"]}
+            row = {"trial": t.number, "args": t.args, "load": pt["load"], "fit": t.number in a.fit_trials}
             for f in FIGURES:
                 m, s = pt.get(f), sim.get(f)
                 row[f] = {"measured": m, "sim": s, "rel_err": (s - m) / m if m and s is not None else None}
             rows.append(row)
-    print(f"| trial | config | req/s | {' | '.join(f'{f} meas / sim (err)' for f in FIGURES)} |")
-    print("|---|---|---|" + "---|" * len(FIGURES))
+    print(f"| trial | set | config | req/s | {' | '.join(f'{f} meas / sim (err)' for f in FIGURES)} |")
+    print("|---|---|---|---|" + "---|" * len(FIGURES))
     for r in rows:
         cfg = ", ".join(f"{k}={v}" for k, v in r["args"].items()) or "defaults"
         cells = [f"{r[f]['measured']:.0f} / {r[f]['sim']:.0f} ({r[f]['rel_err']:+.0%})"
                  if r[f]["rel_err"] is not None else "-" for f in FIGURES]
-        print(f"| {r['trial']} | {cfg} | {r['load']:g} | {' | '.join(cells)} |")
+        print(f"| {r['trial']} | {'fit' if r['fit'] else 'held'} | {cfg} | {r['load']:g} | {' | '.join(cells)} |")
     for f in FIGURES:
-        errs = [abs(r[f]["rel_err"]) for r in rows if r[f]["rel_err"] is not None]
+        errs = [abs(r[f]["rel_err"]) for r in rows if r[f]["rel_err"] is not None and not r["fit"]]
         if errs:
-            print(f"- {f}: mean |error| {sum(errs) / len(errs):.1%}, max {max(errs):.1%} over {len(errs)} points")
+            print(f"- held out, {f}: mean |error| {sum(errs) / len(errs):.1%}, max {max(errs):.1%} "
+                  f"over {len(errs)} points")
     if a.json:
         a.json.write_text(json.dumps(rows, indent=1, default=str) + "\n")
     return 0

@@ -3,6 +3,9 @@
 Each point is one `vllm bench serve` result file (benchmarks/reference/<set>/...json) with the
 engine arguments it ran with. `simulate` replays the same workload (fixed input/output lengths,
 all-at-once or Poisson arrivals) through SimulatedEngine and computes the same five figures.
+Two kinds of set: `h200-vllm-0.26.0` (vLLM's own benchmark client, listed below) and servetune's
+own H200 studies (`h200-servetune*`, listed by each set's points.json, written by
+scripts/h200/to_reference.py).
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ class RefPoint:
     prompts: int = 400
     input_len: int = 2048
     output_len: int = 512
+    set_name: str = "h200-vllm-0.26.0"
+    max_model_len: int = 40960
 
 
 H200_VLLM_026 = "h200-vllm-0.26.0"
@@ -55,12 +60,33 @@ H200_POINTS: tuple[RefPoint, ...] = (
 )
 
 
-# fitted on these (benchmarks/calibrate_sim.py); the others are held out (benchmarks/sim_fidelity.py)
-FIT_SET = ("default", "eager", "mns64", "default_r4", "default_r7.5", "mns64_r7.5")
+# servetune's own load points on the H200 (--max-model-len 16384 on every server)
+SERVETUNE_SETS = ("h200-servetune", "h200-servetune-30s")
 
 
-def measured(point: RefPoint, root: Path = REF_ROOT, set_name: str = H200_VLLM_026) -> dict[str, float]:
-    data = json.loads((root / set_name / point.file).read_text())
+def servetune_points(set_name: str, root: Path = REF_ROOT) -> tuple[RefPoint, ...]:
+    index = json.loads((root / set_name / "points.json").read_text())
+    return tuple(
+        RefPoint(f"{set_name}/{p['name']}", p["file"], dict(p["args"]), float(p["rate"]), int(p["prompts"]),
+                 int(p["input_len"]), int(p["output_len"]), set_name=set_name, max_model_len=16384)
+        for p in index
+    )
+
+
+ALL_POINTS: tuple[RefPoint, ...] = H200_POINTS + tuple(pt for s in SERVETUNE_SETS for pt in servetune_points(s))
+
+# fitted on these (benchmarks/calibrate_sim.py); the others are held out (benchmarks/sim_fidelity.py).
+# From servetune's studies: every point of the first (18 s points) and the defaults of the second
+# (30 s points); its other three configs, and the dynamic-workload study, are held out.
+FIT_SET = (
+    "default", "eager", "mns64", "default_r4", "default_r7.5", "mns64_r7.5",
+    *(p.name for p in ALL_POINTS if p.set_name == "h200-servetune"),
+    *(p.name for p in ALL_POINTS if p.set_name == "h200-servetune-30s" and "/t0_default_" in p.name),
+)
+
+
+def measured(point: RefPoint, root: Path = REF_ROOT) -> dict[str, float]:
+    data = json.loads((root / point.set_name / point.file).read_text())
     return {m: float(data[m]) for m in METRICS}
 
 
@@ -96,9 +122,9 @@ def figures(records: list[RequestRecord]) -> dict[str, float]:
 
 
 def simulate(point: RefPoint, cal: Calibration | None = None, seeds: tuple[int, ...] = (0, 1, 2),
-             gpu: str = "H200", shape: str = "qwen3-8b", max_model_len: int = 40960) -> dict[str, float]:
+             gpu: str = "H200", shape: str = "qwen3-8b") -> dict[str, float]:
     """Simulated figures; Poisson points are the median over a few arrival seeds (one real run is one draw)."""
-    eng = SimulatedEngine(flavour="vllm", gpu=gpu, shape=shape, args=point.args, max_model_len=max_model_len,
+    eng = SimulatedEngine(flavour="vllm", gpu=gpu, shape=shape, args=point.args, max_model_len=point.max_model_len,
                           calibration=cal)
     runs = [figures(eng.run(workload(point, s))) for s in (seeds if point.rate > 0 else seeds[:1])]
     return {m: float(np.median([r[m] for r in runs])) for m in METRICS}
