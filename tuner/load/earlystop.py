@@ -5,7 +5,7 @@ Two rules, both documented in docs/load.md:
   it, or in flight for longer than it): the P-quantile must end above the limit, whatever the rest
   do. Also a running quantile of the finished requests beyond `far` times the limit (after
   `min_samples` of them) stops the point: it is clearly over.
-- saturation (open loop only): after the ramp-up (two median request lifetimes), the number of
+- saturation (open loop only): after the ramp-up (two of the longest streaming times seen), the number of
   requests in flight keeps growing (a linear fit over the last `window_s` seconds rises by more than
   `growth` times what the offered rate could explain by noise) while requests are still being
   sent: the queue grows without bound.
@@ -78,11 +78,15 @@ class EarlyStop:
             return None  # sending is over; draining is not a growing queue
         self._history.append((view.now_s, len(view.inflight)))
         # In-flight requests grow for one request lifetime at any load (ramp-up); judge only after two
-        # lifetimes, and not at all before any request has finished. The longest finished lifetime,
-        # not the median: the first to finish were served by a near-empty batch and live far shorter
-        # than requests under the point's full load (on the H200, 4-8 s against 16 s for 512-token
-        # outputs), and a median of those ended the "ramp-up" while the batch was still filling.
-        lifetimes = [r.e2e_s for r in view.completed if r.ok and r.e2e_s is not None]
+        # lifetimes, and not at all before any request has finished. A lifetime here is a finished
+        # request's streaming time (first token to done), the longest one seen: the first to finish
+        # were served by a near-empty batch and stream far shorter than requests under the point's
+        # full load (on the H200, 4-8 s against 16 s for 512-token outputs), so a median ended the
+        # "ramp-up" while the batch was still filling. Time spent waiting for a first token is left
+        # out: under saturation that wait is what grows, and counting it would push the verdict away
+        # for ever.
+        lifetimes = [r.done_s - (r.first_token_s if r.first_token_s is not None else r.sent_s)
+                     for r in view.completed if r.ok and r.done_s is not None]
         if not lifetimes:
             return None
         ramp_end = 2.0 * float(max(lifetimes))
