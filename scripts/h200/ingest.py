@@ -2,7 +2,7 @@
 
 The device has no MLflow or plotly, so scripts/h200/device_study.py only writes trials.parquet and a
 tarball of the trial folders. Here, with the pipeline's own code, this writes what `python -m
-tuner.run` writes after its search: trials.parquet, pareto.json, report.html, one MLflow parent run
+tuner.run` writes after its search: trials.parquet, pareto.json, report.html (kept gzipped), one MLflow parent run
 with a child run per trial (engine log and per-request Parquet as artifacts), plus the per-request
 Parquet of the baseline and the winner at their capacity point, copied where the repo keeps them.
 
@@ -13,6 +13,7 @@ Parquet of the baseline and the winner at their capacity point, copied where the
 from __future__ import annotations
 
 import argparse
+import gzip
 import shutil
 import sys
 import tarfile
@@ -122,6 +123,11 @@ def main(argv: list[str] | None = None) -> int:
         (REPO / "runs" / "h200" / study.name).mkdir(parents=True, exist_ok=True)
         parent = log_mlflow(study, args.study, trials, uri, REPO / "runs" / "h200" / study.name,
                             [dest / "trials.parquet", dest / "pareto.json", *([report] if report else [])])
+        if report:  # committed gzipped: the repo travels to the GPU host, 64 MiB a command with the pack
+            with open(report, "rb") as src, gzip.open(dest / "report.html.gz", "wb", compresslevel=9) as gz:
+                shutil.copyfileobj(src, gz)
+            Path(report).unlink()
+        shutil.rmtree(dest / "plots", ignore_errors=True)  # the same figures, inside the report
     print(f"{len(trials)} trials -> {dest}; MLflow {uri} parent run {parent}")
     for t in trials:
         print(f"  {t.number:>2} {'base ' if t.baseline else '     '}{t.outcome.value:13s} cap={t.capacity} "

@@ -5,7 +5,7 @@
 # same problems in its engine.log, which comes back with the results.
 # Two layouts (docs/benchmarks.md):
 #   .gpu/c/part_0..1  the vLLM pack alone (checked against .gpu/recipe/pack.sha256)
-#   .gpu/p/part_0..2  the vLLM pack and Ray (scripts/h200/build_ray_pack.sh; .gpu/recipe/blob.sha256)
+#   .gpu/p/part_*     the vLLM pack and Ray (scripts/h200/build_ray_pack.sh; .gpu/recipe/blob.sha256, blob.nparts)
 # Carried paths used: one chunk per command, .gpu/recipe, .gpu/whl (first command).
 set -e
 VS=/tmp/vsite
@@ -20,8 +20,8 @@ fi
 [ -f $VS/.ok ] && exit 0
 t0=$(date +%s)
 if [ "$(ls /tmp/pchunks | wc -l)" -gt 0 ]; then
-  n=$(ls /tmp/pchunks | wc -l)
-  if [ "$n" -lt 3 ]; then echo "have $n of 3 chunks; send the next one"; exit 0; fi
+  n=$(ls /tmp/pchunks | wc -l); want=$(cat .gpu/recipe/blob.nparts 2>/dev/null || echo 3)
+  if [ "$n" -lt "$want" ]; then echo "have $n of $want chunks; send the next one"; exit 0; fi
   cat $(ls /tmp/pchunks/part_* | sort) > /tmp/blob.tar
   echo "$(cat .gpu/recipe/blob.sha256)  /tmp/blob.tar" | sha256sum -c -
   mkdir -p $RS && tar -xf /tmp/blob.tar -C /tmp && rm -f /tmp/blob.tar

@@ -100,7 +100,7 @@ def test_ingest_writes_pipeline_outputs(two_commands: tuple[Path, Path, Path], t
          "--mlflow-uri", f"sqlite:///{tmp_path / 'mlflow.db'}"],
         cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    for name in ("trials.parquet", "pareto.json", "report.html", "requests_baseline.parquet", "trial_files.tar.gz"):
+    for name in ("trials.parquet", "pareto.json", "report.html.gz", "requests_baseline.parquet", "trial_files.tar.gz"):
         assert (dest / name).exists(), name
     assert len(read_trials(dest / "trials.parquet")) == 4
     pareto = json.loads((dest / "pareto.json").read_text())
