@@ -5,7 +5,9 @@ Serve app (any of our builders), plus this router as a third app on the public r
 the two apps through the Serve HTTP proxy of its node, so it works the same for every engine.
 
 - Health: every `health_period_s` it asks each side for ``/v1/models``; `failures_to_trip`
-  failures in a row take that side out for `retry_after_s`.
+  failures in a row (probes or requests) take that side out for `retry_after_s`. A good probe
+  does not bring a side back early: a server can list its models while every completion fails,
+  so a tripped side is tried again only once `retry_after_s` has passed.
 - Requests go to the primary while it is in; an answer of 5xx or no answer at all (before any byte
   reached the client) is retried once on the other side and counts as a failure.
 - Every answer says who served it in the header ``x-servetune-backend``.
@@ -66,6 +68,11 @@ class SideState:
     def ok(self) -> None:
         self.failures, self.out_until = 0, 0.0
 
+    def probe_ok(self) -> None:
+        """A good health probe clears the failure count of a side in service, not a trip."""
+        if self.healthy:
+            self.failures = 0
+
 
 @serve.deployment(name="Failover", max_ongoing_requests=1000)
 class FailoverRouter:
@@ -114,7 +121,7 @@ class FailoverRouter:
             for side in SIDES:
                 status = await self.up[side].get_status("/v1/models", self.args.health_timeout_s)
                 if status == 200:
-                    self.state[side].ok()
+                    self.state[side].probe_ok()
                 else:
                     self._failed(side)
             await asyncio.sleep(self.args.health_period_s)
