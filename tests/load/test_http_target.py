@@ -111,7 +111,10 @@ def test_failures_are_recorded_as_data(fake_server: Callable[..., Any]) -> None:
 def test_open_loop_sends_on_schedule_and_probes(fake_server: Callable[..., Any]) -> None:
     srv = fake_server("--ttft-ms", "5", "--itl-ms", "5")
     w = validate(Workload, {"profile": "static", "warmup_requests": 0, "arrivals": {"process": "constant"}}, "t")
-    reqs = [r.__class__(**{**{k: getattr(r, k) for k in r.__slots__}, "output_len": 20}) for r in
+    # 40 tokens at 5 ms: each request lives ~205 ms, two arrival gaps, so a /metrics probe always finds
+    # one running. With 20 tokens (105 ms) the 1 s probe, in phase with the 0.1 s arrivals, could land
+    # in the 5 ms overlap's gap every time and read 0 (seen once in CI).
+    reqs = [r.__class__(**{**{k: getattr(r, k) for k in r.__slots__}, "output_len": 40}) for r in
             generate(w, n=25, rate=10.0, seed=0)]
     target = HttpTarget(srv.url, "fake")
     records = target.run(reqs)
