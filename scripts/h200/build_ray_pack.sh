@@ -5,8 +5,9 @@
 # dashboard's web client, RLlib, Ray LLM) and xz-compressed it is ~25 MB. The vLLM pack (.gpu/c/part_*)
 # and the Ray tarball are then re-cut into NPARTS equal chunks, .gpu/p/part_*, so that each command
 # carries one chunk beside the working tree (64 MiB in all): NPARTS=3 gives 44.8 MiB chunks (the
-# 2026-11-29 run, with a 10 MiB tree), the default 4 gives 33.6 MiB (room for a ~25 MiB tree). Ray's own dependencies the image may lack
-# (msgpack, jsonschema and its helpers, requests) go to .gpu/whl with the driver's wheels.
+# 2026-11-29 run, with a 10 MiB tree), the default 4 gives 33.6 MiB (room for a ~25 MiB tree). Ray's
+# own dependencies the image may lack (msgpack, jsonschema and its helpers, requests) go to .gpu/whl
+# with the driver's wheels.
 # usage: bash scripts/h200/build_ray_pack.sh   (from the repo root; needs ~600 MB in $W)
 set -euo pipefail
 W=${W:-/tmp/ray_pack}

@@ -85,8 +85,7 @@ class EarlyStop:
         # "ramp-up" while the batch was still filling. Time spent waiting for a first token is left
         # out: under saturation that wait is what grows, and counting it would push the verdict away
         # for ever.
-        lifetimes = [r.done_s - (r.first_token_s if r.first_token_s is not None else r.sent_s)
-                     for r in view.completed if r.ok and r.done_s is not None]
+        lifetimes = [r.e2e_s - (r.ttft_s or 0.0) for r in view.completed if r.ok and r.e2e_s is not None]
         if not lifetimes:
             return None
         ramp_end = 2.0 * float(max(lifetimes))

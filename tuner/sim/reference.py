@@ -22,6 +22,7 @@ from tuner.sim.cost import Calibration
 from tuner.sim.engine import SimulatedEngine
 
 REF_ROOT = Path(__file__).resolve().parents[2] / "benchmarks" / "reference"
+H200_VLLM_026 = "h200-vllm-0.26.0"
 METRICS = ("output_throughput", "p50_ttft_ms", "p99_ttft_ms", "p50_tpot_ms", "p99_tpot_ms")
 
 
@@ -34,11 +35,10 @@ class RefPoint:
     prompts: int = 400
     input_len: int = 2048
     output_len: int = 512
-    set_name: str = "h200-vllm-0.26.0"
+    set_name: str = H200_VLLM_026
     max_model_len: int = 40960
 
 
-H200_VLLM_026 = "h200-vllm-0.26.0"
 _SAT = "bench_{}.json"
 H200_POINTS: tuple[RefPoint, ...] = (
     RefPoint("default", _SAT.format("default")),
