@@ -1,5 +1,5 @@
 """`python -m tuner` is `python -m tuner.run`."""
 
-from tuner.run import main
+from tuner.run.cli import main
 
 raise SystemExit(main())

@@ -28,8 +28,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from tuner.outputs import pareto, read_trials  # noqa: E402
-from tuner.trial_result import TrialResult  # noqa: E402
+from tuner.run.outputs import pareto, read_trials  # noqa: E402
+from tuner.trial.result import TrialResult  # noqa: E402
 
 WEIGHT_BYTES = 2 * (36 * (4096 * 4096 * 2 + 4096 * 1024 * 2 + 3 * 4096 * 12288 + 2 * 4096 + 2 * 128)
                     + 4096 + 151936 * 4096)  # layers + final norm + lm_head, bf16

@@ -1,6 +1,6 @@
 """Run a servetune study on a GPU host that has no Ray, MLflow or package registry (the H200 device).
 
-The thin path: servetune's own trial (tuner.trial.run_trial: engine server, capacity search with the
+The thin path: servetune's own trial (tuner.trial.runner.run_trial: engine server, capacity search with the
 real load generator, outcome mapping) driven by the pipeline's searcher (tuner.search.searcher.SearchCore:
 baseline first, constraints, dedup, Optuna) without Ray Tune: one trial per GPU at a time, each in its
 own process with its server pinned to its GPU (CUDA_VISIBLE_DEVICES, as Ray would assign it). What MLflow and the report
@@ -39,13 +39,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gpu_sampler import GpuSampler, gpu_count, gpu_state  # noqa: E402
 
 from tuner.engines import gpu as engine_gpu  # noqa: E402
-from tuner.outcome import TrialOutcome  # noqa: E402
-from tuner.outputs import write_trials  # noqa: E402
+from tuner.run.outputs import write_trials  # noqa: E402
 from tuner.search.space import Space, build_space  # noqa: E402
 from tuner.spec.load import load_study  # noqa: E402
 from tuner.spec.study import Study  # noqa: E402
-from tuner.trial import TrialPlan, run_trial, violations  # noqa: E402
-from tuner.trial_result import TrialResult  # noqa: E402
+from tuner.trial.outcome import TrialOutcome  # noqa: E402
+from tuner.trial.result import TrialResult  # noqa: E402
+from tuner.trial.runner import TrialPlan, run_trial, violations  # noqa: E402
 
 log = logging.getLogger("h200")
 
@@ -168,14 +168,14 @@ def run_one(study_path: str, plan: TrialPlan, tdir: str, gpu: int) -> TrialResul
 
     A process per trial (not a thread): each trial's load generator streams thousands of tokens per
     second, and two of them sharing one interpreter's GIL would add client-side delay to the very
-    latencies they measure. The process pins the trial's server to `gpu` through tuner.trial's
+    latencies they measure. The process pins the trial's server to `gpu` through tuner.trial.runner's
     GPU lookup, which under Ray returns the GPUs Ray assigned.
     """
-    import tuner.trial
+    import tuner.trial.runner
 
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s %(levelname)s gpu{gpu} %(name)s: %(message)s",
                         handlers=[logging.StreamHandler(sys.stdout)])
-    tuner.trial._gpu_ids = lambda: [gpu]  # type: ignore[assignment]
+    tuner.trial.runner._gpu_ids = lambda: [gpu]  # type: ignore[assignment]
     study = load_study(Path(study_path))
     if study.engine_names[0] == "vllm":
         reset_prefix_cache_between_points()
@@ -232,7 +232,7 @@ class ProcessExecutor:
 class RayExecutor:
     """A Ray task per trial on a local Ray instance that owns the GPUs: each task asks for num_gpus=1,
     Ray picks the GPU and sets CUDA_VISIBLE_DEVICES, and the trial reads its GPU back from
-    ray.get_gpu_ids() (tuner.trial._gpu_ids), as the pipeline's Tune trials do. max_calls=1 gives every
+    ray.get_gpu_ids() (tuner.trial.runner._gpu_ids), as the pipeline's Tune trials do. max_calls=1 gives every
     trial a fresh worker process (its own interpreter and GIL for the load generator)."""
 
     def __init__(self, gpus: list[int]) -> None:

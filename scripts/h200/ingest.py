@@ -2,7 +2,7 @@
 
 The device has no MLflow or plotly, so scripts/h200/device_study.py only writes trials.parquet and a
 tarball of the trial folders. Here, with the pipeline's own code, this writes what `python -m
-tuner.run` writes after its search: trials.parquet, pareto.json, report.html (kept gzipped), one MLflow parent run
+tuner.run.cli` writes after its search: trials.parquet, pareto.json, report.html (kept gzipped), one MLflow parent run
 with a child run per trial (engine log and per-request Parquet as artifacts), plus the per-request
 Parquet of the baseline and the winner at their capacity point, copied where the repo keeps them.
 
@@ -23,12 +23,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from tuner.outputs import read_trials, write_pareto, write_trials  # noqa: E402
+from tuner.run.outputs import read_trials, write_pareto, write_trials  # noqa: E402
 from tuner.search.space import build_space  # noqa: E402
 from tuner.spec.load import load_study  # noqa: E402
 from tuner.spec.study import Study  # noqa: E402
 from tuner.tracking.mlflow_log import StudyTracker, default_uri  # noqa: E402
-from tuner.trial_result import TrialResult  # noqa: E402
+from tuner.trial.result import TrialResult  # noqa: E402
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
                 continue  # the defaults won: requests_baseline.parquet is the winner's too
             if t is not None and t.records_path:
                 shutil.copyfile(t.records_path, dest / f"requests_{label}.parquet")
-        from tuner.study_flow import _report
+        from tuner.run.flow import _report
 
         write_trials(dest / "trials.parquet", trials)
         write_pareto(dest / "pareto.json", trials, study.sla, study.objective.metric,

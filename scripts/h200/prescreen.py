@@ -2,7 +2,7 @@
 
 A real trial costs 50-140 s of server start plus its load points; the session has ~4 of them. So the
 whole (small, categorical) space is first run through the same trial code with the simulated
-engine in virtual time (tuner.trial.run_trial, engine "sim", same workload, SLA and capacity
+engine in virtual time (tuner.trial.runner.run_trial, engine "sim", same workload, SLA and capacity
 search), and the best predicted configs are handed to the device driver as `--enqueue` (tried
 right after the baseline, before Optuna's own samples). Configs the simulator cannot tell apart
 (same capacity, objective within 10 tok/s) form one group, and only the best of each group that
@@ -28,7 +28,7 @@ sys.path.insert(0, str(REPO))
 from tuner.search.space import Rejected, build_space  # noqa: E402
 from tuner.spec.load import load_study  # noqa: E402
 from tuner.spec.study import SimSettings, Study  # noqa: E402
-from tuner.trial import TrialPlan, run_trial  # noqa: E402
+from tuner.trial.runner import TrialPlan, run_trial  # noqa: E402
 
 
 def sim_study(study: Study) -> Study:

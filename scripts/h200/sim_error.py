@@ -23,7 +23,7 @@ sys.path.insert(0, str(REPO))
 
 from tuner.load.capacity import measure_point  # noqa: E402
 from tuner.load.target import VirtualTarget  # noqa: E402
-from tuner.outputs import read_trials  # noqa: E402
+from tuner.run.outputs import read_trials  # noqa: E402
 from tuner.sim import SimulatedEngine  # noqa: E402
 from tuner.spec.load import load_study  # noqa: E402
 

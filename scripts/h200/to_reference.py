@@ -20,7 +20,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from tuner.outputs import read_trials  # noqa: E402
+from tuner.run.outputs import read_trials  # noqa: E402
 
 KEYS = {"output_throughput": "output_tokens_per_s", "request_throughput": "requests_per_s",
         "p50_ttft_ms": "ttft_ms.p50", "p90_ttft_ms": "ttft_ms.p90", "p99_ttft_ms": "ttft_ms.p99",

@@ -12,7 +12,7 @@ import pytest
 import yaml
 from ray.autoscaler._private.util import prepare_config, validate_config
 
-from tuner.run import parse_args
+from tuner.run.cli import parse_args
 from tuner.spec.load import validate
 from tuner.spec.study import Study
 

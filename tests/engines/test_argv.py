@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from tuner.common.errors import SpecError
 from tuner.engines import get_engine
 from tuner.engines.args import cli_flags
 from tuner.engines.base import LaunchSpec
-from tuner.errors import SpecError
 from tuner.spec.study import EngineSettings, ModelSpec, SimSettings
 
 SPEC = {"method": "dflash", "model": "z-lab/Qwen3.6-27B-DFlash", "num_speculative_tokens": 15}

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tuner.engines import failures, get_engine
-from tuner.outcome import TrialOutcome
+from tuner.trial.outcome import TrialOutcome
 
 LOGS = Path(__file__).with_name("logs")
 

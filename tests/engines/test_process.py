@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from tuner.common.errors import EngineStartError
 from tuner.engines import gpu
 from tuner.engines.process import ServerProcess, group_members, http_get, reserve_port
-from tuner.errors import EngineStartError
-from tuner.outcome import TrialOutcome
+from tuner.trial.outcome import TrialOutcome
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from tuner.common.errors import SpecError
 from tuner.engines import get_engine
 from tuner.engines.base import LaunchSpec
 from tuner.engines.process import http_get, reserve_port
-from tuner.errors import SpecError
 from tuner.spec.study import EngineSettings, ModelSpec
 
 pytestmark = pytest.mark.timeout(300)

@@ -15,13 +15,13 @@ from typing import Any
 
 import pytest
 
+from tuner.common.errors import EngineStartError, SpecError
 from tuner.engines import get_engine
 from tuner.engines.base import LaunchSpec
 from tuner.engines.process import ServerProcess, http_get, reserve_port
 from tuner.engines.vllm import VLLMEngine
-from tuner.errors import EngineStartError, SpecError
-from tuner.outcome import TrialOutcome
 from tuner.spec.study import EngineSettings, ModelSpec
+from tuner.trial.outcome import TrialOutcome
 
 pytestmark = [pytest.mark.vllm_cpu, pytest.mark.slow, pytest.mark.timeout(900)]
 

@@ -24,7 +24,7 @@ import json, sys
 sys.path.insert(0, {repo!r}); sys.path.insert(0, {scripts!r})
 from tuner.load.capacity import measure_point
 from tuner.load.target import HttpTarget
-from tuner.sla import parse_sla
+from tuner.spec.sla import parse_sla
 from tuner.spec.study import CapacitySettings
 from tuner.spec.workload import Workload
 wl = Workload.model_validate({{"classes": [{{"name": "long", "weight": 1, "input": {{"dist": "fixed", "value": 32}},

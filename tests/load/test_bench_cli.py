@@ -53,7 +53,7 @@ def test_concurrency_steps_from_a_workload_file(fake_server: Callable[..., Any],
 
 
 def test_bad_input_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from tuner.bench import main
+    from tuner.bench.cli import main
 
     for args, needle in [
         (["--workload", "nope"], "unknown workload"),
@@ -76,7 +76,7 @@ def test_every_request_failing_exits_1(tmp_path: Path) -> None:
 
 def test_capacity_search_from_the_command(fake_server: Callable[..., Any], tmp_path: Path,
                                           capsys: pytest.CaptureFixture[str]) -> None:
-    from tuner.bench import main
+    from tuner.bench.cli import main
 
     srv = fake_server("--ttft-ms", "5", "--itl-ms", "1", "--max-running", "2")  # ~25 ms per request, 2 slots
     code = main(["--url", srv.url, "--model", "fake", "--workload", "static", "--max-model-len", "24",

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from tuner.load.capacity import find_capacity, measure_point
+from tuner.load.records import Request, RequestRecord
 from tuner.load.target import HttpTarget, Sink
-from tuner.records import Request, RequestRecord
-from tuner.sla import parse_sla
 from tuner.spec.load import validate
+from tuner.spec.sla import parse_sla
 from tuner.spec.study import CapacitySettings
 from tuner.spec.workload import Workload
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from tuner.load.earlystop import EarlyStop, LiveView
-from tuner.records import RequestRecord
-from tuner.sla import parse_sla
+from tuner.load.records import RequestRecord
+from tuner.spec.sla import parse_sla
 
 
 def done(i: int, ttft: float, cls: str = "a") -> RequestRecord:

@@ -13,8 +13,8 @@ from tuner.load.earlystop import EarlyStop
 from tuner.load.metrics import summarize
 from tuner.load.target import HttpTarget
 from tuner.load.workload import generate
-from tuner.sla import parse_sla
 from tuner.spec.load import validate
+from tuner.spec.sla import parse_sla
 from tuner.spec.workload import Workload
 
 

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from tuner.load.metrics import summarize
-from tuner.records import RequestRecord
-from tuner.sla import parse_sla
+from tuner.load.records import RequestRecord
+from tuner.spec.sla import parse_sla
 
 
 def rec(i: int, sent: float, ttft: float, itl: float, n: int, cls: str = "a", **kw: object) -> RequestRecord:

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from tuner.errors import SpecError
+from tuner.common.errors import SpecError
 from tuner.load.prompts import PromptBuilder
-from tuner.records import Request
+from tuner.load.records import Request
 
 TINY = Path(__file__).parents[2] / ".cache" / "tiny-qwen3"  # made by scripts/setup-vllm-cpu
 

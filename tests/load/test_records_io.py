@@ -8,8 +8,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tuner.load.metrics import summarize
+from tuner.load.records import RequestRecord
 from tuner.load.records_io import RecordWriter, read_records, to_records
-from tuner.records import RequestRecord
 
 
 def make(i: int) -> RequestRecord:

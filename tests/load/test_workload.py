@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tuner.errors import SpecError
+from tuner.common.errors import SpecError
 from tuner.load.lengths import sample
 from tuner.load.workload import PROFILES, classes_for, generate, native_rate, validate_workload
 from tuner.spec.load import validate

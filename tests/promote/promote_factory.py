@@ -11,9 +11,9 @@ import pyarrow.parquet as pq
 import yaml
 from mlflow import MlflowClient
 
-from tuner.outcome import TrialOutcome
 from tuner.spec.study import Study
-from tuner.trial_result import TrialResult
+from tuner.trial.outcome import TrialOutcome
+from tuner.trial.result import TrialResult
 
 SLA = ["p99_ttft_ms <= 500", "p99_e2e_ms <= 20000"]
 

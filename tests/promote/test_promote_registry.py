@@ -13,10 +13,10 @@ from promote_factory import finished_study_run, make_study, make_trial, rerun
 from ray.serve.schema import ServeDeploySchema
 
 from serve_apps.args import AppArgs
-from tuner.outcome import TrialOutcome
 from tuner.promote import promote_study
 from tuner.promote.__main__ import main
 from tuner.promote.registry import PREVIOUS, REPLACED_TAG, STAGING, ConfigRegistry
+from tuner.trial.outcome import TrialOutcome
 
 
 @pytest.fixture(scope="module")

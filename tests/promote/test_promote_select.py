@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from promote_factory import make_study, make_trial, rerun
 
-from tuner.outcome import TrialOutcome
 from tuner.promote import pareto_front
 from tuner.promote.select import confirmation_seeds, select
+from tuner.trial.outcome import TrialOutcome
 
 
 def test_pareto_front_keeps_only_non_dominated_trials_best_objective_first() -> None:

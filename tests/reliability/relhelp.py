@@ -12,7 +12,7 @@ from typing import Any
 from tuner.spec.study import Study
 
 # For a CLI run that starts Ray: "local" gives the driver a Ray of its own, never another cluster on this
-# machine (tuner.run's init_ray tries address "auto" first); a generous raylet start wait for busy CI machines.
+# machine (tuner.run.cli's init_ray tries address "auto" first); a generous raylet start wait for busy CI machines.
 RAY_ENV = {"RAY_ADDRESS": "local", "RAY_raylet_start_wait_time_s": "180"}
 
 

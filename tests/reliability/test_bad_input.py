@@ -15,7 +15,7 @@ from bad_input_cases import CASES, ROOT, WILD, Case, prepare, render
 from relhelp import RAY_ENV
 
 from tests.conftest import run_cli
-from tuner.run import main
+from tuner.run.cli import main
 
 # Checked again as real subprocesses: a file error, a schema error, a preflight error, and the Ray one.
 SUBPROCESS = {"malformed-yaml", "sla-p101", "output-unwritable"}

@@ -16,11 +16,11 @@ import pyarrow.parquet as pq
 import pytest
 from relhelp import fault_study, logged_pids, pids_running, wait_gone
 
+from tuner.common.errors import EngineStartError
 from tuner.engines import get_engine
 from tuner.engines.base import LaunchSpec
-from tuner.errors import EngineStartError
-from tuner.trial import TrialPlan, run_trial
-from tuner.trial_result import TrialResult
+from tuner.trial.result import TrialResult
+from tuner.trial.runner import TrialPlan, run_trial
 
 # fault id -> (sim faults, outcome, reason pattern, known bug)
 FAULTS: dict[str, tuple[dict[str, Any], str, str, str]] = {

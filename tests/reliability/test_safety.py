@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from tuner.common.errors import EngineStartError, SpecError
+from tuner.common.redact import redact, redact_text
 from tuner.engines import get_engine
 from tuner.engines.base import LaunchSpec
 from tuner.engines.process import reserve_port
-from tuner.errors import EngineStartError, SpecError
-from tuner.preflight import verify_manifest
-from tuner.redact import redact, redact_text
+from tuner.run.preflight import verify_manifest
 from tuner.spec.study import EngineSettings, ModelSpec, SimSettings
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tuner.common.errors import EngineStartError
 from tuner.engines.process import ServerProcess
-from tuner.errors import EngineStartError
-from tuner.outcome import TrialOutcome
 from tuner.tracking.mlflow_log import StudyTracker, default_uri
-from tuner.trial_result import TrialResult
+from tuner.trial.outcome import TrialOutcome
+from tuner.trial.result import TrialResult
 
 HF = "hf_SeCrEtTokEn0123456789"
 PW = "pw-Sup3rSecret"
@@ -82,8 +82,8 @@ def test_study_file_artifact_carries_no_secret(tmp_path: Path, empty_store: Path
 
 
 def test_summary_on_stdout_masks_the_tracking_password(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tuner.run.summary import print_summary
     from tuner.spec.study import Study
-    from tuner.study_summary import print_summary
 
     study = Study.model_validate({"name": "s", "engine": "sim", "model": {"name": "Qwen/Qwen3-8B"},
                                   "workload": {"profile": "dynamic"}, "sla": ["p99_ttft_ms <= 500"]})

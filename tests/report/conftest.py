@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from report_fixtures import make_trial
 
-from tuner.outcome import TrialOutcome
-from tuner.trial_result import TrialResult
+from tuner.trial.outcome import TrialOutcome
+from tuner.trial.result import TrialResult
 
 
 @pytest.fixture()

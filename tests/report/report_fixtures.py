@@ -8,9 +8,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tuner.outcome import TrialOutcome
-from tuner.sla import parse_sla
-from tuner.trial_result import TrialResult
+from tuner.spec.sla import parse_sla
+from tuner.trial.outcome import TrialOutcome
+from tuner.trial.result import TrialResult
 
 SLA = parse_sla("p99_ttft_ms <= 500, p99_e2e_ms <= 20000")
 OBJ, LAT = "output_tokens_per_s", "ttft_ms.p99"

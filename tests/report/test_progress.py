@@ -12,8 +12,8 @@ from pathlib import Path
 
 from report_fixtures import make_trial
 
-from tuner.outcome import TrialOutcome
-from tuner.progress import StudyProgress
+from tuner.run.progress import StudyProgress
+from tuner.trial.outcome import TrialOutcome
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -84,8 +84,8 @@ _SCRIPT = textwrap.dedent("""
     sys.path.insert(0, {tests!r})
     from pathlib import Path
     from report_fixtures import make_trial
-    from tuner.outcome import TrialOutcome
-    from tuner.progress import StudyProgress
+    from tuner.trial.outcome import TrialOutcome
+    from tuner.run.progress import StudyProgress
     with StudyProgress(3, 3600) as p:
         p.trial_started("t000", "sim", {{"max_num_seqs": 256}})
         time.sleep(0.8)

@@ -11,7 +11,7 @@ import pytest
 from report_fixtures import LAT, OBJ, SLA
 
 from tuner.tracking.report import write_report
-from tuner.trial_result import TrialResult
+from tuner.trial.result import TrialResult
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 pytestmark = [pytest.mark.browser, pytest.mark.skipif(CHROMIUM is None, reason="headless chromium not installed")]

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from report_fixtures import LAT, OBJ, SLA, make_trial, write_records
 
-from tuner.outcome import TrialOutcome
 from tuner.tracking.plots import best_feasible, figures, latency_samples, pareto_ids
-from tuner.trial_result import TrialResult
+from tuner.trial.outcome import TrialOutcome
+from tuner.trial.result import TrialResult
 
 
 def _traces(fig, name: str):

@@ -9,7 +9,7 @@ from report_fixtures import LAT, OBJ, SLA
 
 from tuner.tracking.plots import figures
 from tuner.tracking.report import write_figure_files, write_report
-from tuner.trial_result import TrialResult
+from tuner.trial.result import TrialResult
 
 
 def test_report_is_self_contained_and_lists_every_trial(tmp_path: Path, study_trials: list[TrialResult]) -> None:

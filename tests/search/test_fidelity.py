@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tuner.search.fidelity import RungStop, StopTrial
-from tuner.sla import parse_sla
+from tuner.spec.sla import parse_sla
 
 SLA = parse_sla("p99_ttft_ms <= 1000")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tuner.records import Request, RequestRecord
+from tuner.load.records import Request, RequestRecord
 from tuner.sim import SimulatedEngine
 
 

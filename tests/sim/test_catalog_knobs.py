@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tuner.errors import SpecError
+from tuner.common.errors import SpecError
 from tuner.sim import SimulatedEngine, default_args, known_gpus, known_shapes, shape_for
 from tuner.sim.catalog import get_shape
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tuner.errors import EngineStartError
+from tuner.common.errors import EngineStartError
 from tuner.sim import SimulatedEngine
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from simhelp import engine, poisson
 
-from tuner.records import Request
+from tuner.load.records import Request
 
 
 def test_records_hold_every_token_in_order() -> None:

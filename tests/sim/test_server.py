@@ -205,7 +205,7 @@ def test_real_time_pacing_follows_the_virtual_model() -> None:
     """Same requests through the server (wall clock x time scale) and the virtual face: similar latencies."""
     import threading
 
-    from tuner.records import Request
+    from tuner.load.records import Request
     from tuner.sim import SimulatedEngine
 
     scale, n, words, out = 2.0, 4, 1500, 96

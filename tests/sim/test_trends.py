@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from simhelp import engine, itls, out_tok_s, p, poisson, ttfts
 
-from tuner.errors import EngineStartError
-from tuner.records import Request
+from tuner.common.errors import EngineStartError
+from tuner.load.records import Request
 
 
 @pytest.mark.parametrize(("flavour", "knob"), [("vllm", "max_num_seqs"), ("sglang", "max_running_requests")])

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import importlib
 
+from tuner.common.errors import SpecError
 from tuner.engines.base import Engine
-from tuner.errors import SpecError
 
 _REGISTRY: dict[str, str] = {
     "vllm": "tuner.engines.vllm:VLLMEngine",

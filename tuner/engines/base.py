@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from tuner.outcome import TrialOutcome
 from tuner.spec.study import EngineSettings, ModelSpec, SimSettings
+from tuner.trial.outcome import TrialOutcome
 
 if TYPE_CHECKING:
     import socket

@@ -12,7 +12,7 @@ import signal
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from tuner.outcome import TrialOutcome
+from tuner.trial.outcome import TrialOutcome
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 # "(EngineCore_DP0 pid=123) ERROR 11-29 19:00:00 [core.py:42] " / "[2026-11-29 19:00:00] " / "INFO:  "

@@ -34,10 +34,10 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
+from tuner.common.errors import EngineStartError
+from tuner.common.redact import redact
 from tuner.engines import failures, gpu
-from tuner.errors import EngineStartError
-from tuner.outcome import TrialOutcome
-from tuner.redact import redact
+from tuner.trial.outcome import TrialOutcome
 
 Classifier = Callable[[int | None, str], tuple[TrialOutcome, str]]
 

@@ -15,13 +15,13 @@ import sys
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+from tuner.common.errors import SpecError
 from tuner.engines import args as cli
 from tuner.engines import failures
 from tuner.engines.base import Engine, LaunchSpec, user_dir
 from tuner.engines.process import http_get
-from tuner.errors import SpecError
-from tuner.outcome import TrialOutcome
 from tuner.spec.study import EngineSettings, ModelSpec
+from tuner.trial.outcome import TrialOutcome
 
 log = logging.getLogger(__name__)
 

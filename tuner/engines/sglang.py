@@ -15,8 +15,8 @@ from typing import Any
 from tuner.engines import failures
 from tuner.engines.base import LaunchSpec
 from tuner.engines.server_engine import ServerEngine, spec_value
-from tuner.outcome import TrialOutcome
 from tuner.spec.study import ModelSpec
+from tuner.trial.outcome import TrialOutcome
 
 SGLANG_PATTERNS: tuple[failures.Pattern, ...] = (
     failures.pattern(r"Not enough memory\. Please try to increase --mem-fraction-static", TrialOutcome.OOM,

@@ -14,15 +14,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from tuner.common.errors import SpecError
 from tuner.engines import args as cli
 from tuner.engines import failures
 from tuner.engines.base import Engine, LaunchSpec
 from tuner.engines.process import http_get
 from tuner.engines.sglang import SGLANG_PATTERNS
 from tuner.engines.vllm import VLLM_PATTERNS
-from tuner.errors import SpecError
-from tuner.outcome import TrialOutcome
 from tuner.spec.study import SimSettings
+from tuner.trial.outcome import TrialOutcome
 
 PREFIXES = {"vllm": "vllm:", "sglang": "sglang:"}
 # fault name -> value kind: switches take true/false, the rest a number

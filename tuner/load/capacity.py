@@ -16,10 +16,10 @@ from pathlib import Path
 
 from tuner.load.earlystop import EarlyStop
 from tuner.load.metrics import summarize
+from tuner.load.records import RequestRecord
 from tuner.load.target import Target
 from tuner.load.workload import abnormal_classes, generate
-from tuner.records import RequestRecord
-from tuner.sla import SLATerm, max_violation
+from tuner.spec.sla import SLATerm, max_violation
 from tuner.spec.study import CapacitySettings
 from tuner.spec.workload import Workload
 

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tuner.records import RequestRecord
-from tuner.sla import SLATerm
+from tuner.load.records import RequestRecord
+from tuner.spec.sla import SLATerm
 
 _QUANTILE = {"p50": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99, "p99.9": 0.999, "max": 1.0}
 

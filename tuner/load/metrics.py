@@ -20,8 +20,8 @@ from collections.abc import Collection, Sequence
 import numpy as np
 
 from tuner.load.profiles import ABNORMAL
-from tuner.records import RequestRecord
-from tuner.sla import SLATerm
+from tuner.load.records import RequestRecord
+from tuner.spec.sla import SLATerm
 
 LATENCIES = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
 PERCENTILES = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0, "p99.9": 99.9}

@@ -15,8 +15,8 @@ from typing import Any, Literal
 
 import numpy as np
 
-from tuner.errors import SpecError
-from tuner.records import Request
+from tuner.common.errors import SpecError
+from tuner.load.records import Request
 
 PromptMode = Literal["words", "token_ids", "tokenizer"]
 _POOL = 1 << 16

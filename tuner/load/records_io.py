@@ -9,7 +9,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tuner.records import RequestRecord
+from tuner.load.records import RequestRecord
 
 SCHEMA = pa.schema([
     ("id", pa.int64()), ("cls", pa.string()), ("input_len", pa.int64()), ("output_len", pa.int64()),

@@ -19,8 +19,8 @@ import aiohttp
 from tuner.load.earlystop import LiveView
 from tuner.load.probes import GpuSampler, sample_gpus, scrape_metrics
 from tuner.load.prompts import PromptBuilder
+from tuner.load.records import Request, RequestRecord
 from tuner.load.stream import BatchClock, StreamReader
-from tuner.records import Request, RequestRecord
 
 if TYPE_CHECKING:
     from tuner.sim import SimulatedEngine
@@ -67,7 +67,7 @@ class HttpTarget:
         self.root, self.model, self.api = root, model, api
         self.url = f"{root}/v1/chat/completions" if api == "chat" else f"{root}/v1/completions"
         if api == "chat" and prompt_mode == "token_ids":
-            from tuner.errors import SpecError
+            from tuner.common.errors import SpecError
 
             raise SpecError("token-id prompts work on /v1/completions only", "workload.prompt",
                             "use api completions, or prompt: words / tokenizer")

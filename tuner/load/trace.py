@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tuner.errors import SpecError
+from tuner.common.errors import SpecError
 
 COLUMNS = ("arrival_s", "input_len", "output_len")
 

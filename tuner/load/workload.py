@@ -11,12 +11,12 @@ from pathlib import Path
 
 import numpy as np
 
-from tuner.errors import SpecError
+from tuner.common.errors import SpecError
 from tuner.load import lengths
 from tuner.load.arrivals import arrival_times
 from tuner.load.profiles import DEFAULT_CONCURRENCY, PROFILES
+from tuner.load.records import Request
 from tuner.load.trace import TraceRows, read_trace, resolve
-from tuner.records import Request
 from tuner.spec.workload import Empirical, LogNormal, RequestClass, Workload
 
 __all__ = ["DEFAULT_CONCURRENCY", "PROFILES", "abnormal_classes", "classes_for", "generate", "native_rate",

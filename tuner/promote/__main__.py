@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tuner.errors import SpecError
+from tuner.common.errors import SpecError
 
 if TYPE_CHECKING:
     from tuner.promote.deploy import ServeAdmin

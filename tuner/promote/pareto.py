@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from tuner.trial_result import TrialResult
+from tuner.trial.result import TrialResult
 
 
 def objective_value(trial: TrialResult, objective: str) -> float | None:

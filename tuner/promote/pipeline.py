@@ -21,7 +21,7 @@ from tuner.promote.registry import ARTIFACT_DIR, ConfigRegistry, model_name
 from tuner.promote.select import Candidate, Confirm, select
 from tuner.promote.serve_config import app_args, app_config, hardware, serve_config, write_config
 from tuner.spec.study import Study
-from tuner.trial_result import TrialResult
+from tuner.trial.result import TrialResult
 
 PROMOTED_FILE = "promoted.yaml"
 SUMMARY_FILE = "promotion.json"

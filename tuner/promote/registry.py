@@ -16,7 +16,7 @@ from mlflow import MlflowClient
 from mlflow.entities.model_registry import ModelVersion
 from mlflow.exceptions import MlflowException
 
-from tuner.errors import SpecError
+from tuner.common.errors import SpecError
 
 STAGING = "staging"
 PREVIOUS = "previous-staging"

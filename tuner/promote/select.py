@@ -12,9 +12,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tuner.promote.pareto import objective_value, pareto_front
-from tuner.sla import max_violation, meets
+from tuner.spec.sla import max_violation, meets
 from tuner.spec.study import Study
-from tuner.trial_result import TrialResult
+from tuner.trial.result import TrialResult
 
 Confirm = Callable[[TrialResult, int], TrialResult]
 

@@ -23,7 +23,7 @@ import yaml
 
 from serve_apps.args import AppArgs, Autoscaling, DeploymentArgs
 from tuner.spec.study import Study
-from tuner.trial_result import TrialResult
+from tuner.trial.result import TrialResult
 
 BUILDERS = {
     "sim": "serve_apps.sim:build_app",

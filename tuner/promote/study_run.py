@@ -14,10 +14,10 @@ import pyarrow.parquet as pq
 from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
 
-from tuner.errors import SpecError
+from tuner.common.errors import SpecError
 from tuner.spec.load import load_study
 from tuner.spec.study import Study
-from tuner.trial_result import TrialResult
+from tuner.trial.result import TrialResult
 
 TRIAL_TAG = "servetune.trial_id"
 NOT_STUDY_FILES = {"promoted.yaml"}

@@ -17,13 +17,13 @@ from typing import Any
 import ray
 from ray import tune
 
-from tuner.outcome import TrialOutcome
-from tuner.outputs import read_trials, write_trials
+from tuner.run.outputs import read_trials, write_trials
 from tuner.search.space import Space
 from tuner.search.trainable import trainable
 from tuner.spec.study import Study
 from tuner.tracking.mlflow_log import StudyTracker
-from tuner.trial_result import TrialResult
+from tuner.trial.outcome import TrialOutcome
+from tuner.trial.result import TrialResult
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tuner.sla import SLATerm, meets
+from tuner.spec.sla import SLATerm, meets
 
 # Objectives that grow with the sustained load of a fixed workload: a lower capacity cannot win.
 LOAD_SCALED = ("output_tokens_per_s", "total_tokens_per_s", "requests_per_s", "goodput_rps")

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from tuner.errors import EngineStartError
-from tuner.sla import max_violation
+from tuner.common.errors import EngineStartError
+from tuner.spec.sla import max_violation
 from tuner.spec.study import Study
 
 Result = dict[str, Any]

@@ -16,9 +16,9 @@ from typing import Any
 import optuna
 from pydantic import ValidationError
 
-from tuner.errors import SpecError
+from tuner.common.errors import SpecError
 from tuner.spec.load import load_space_file
-from tuner.spec.space import Constraint, Param
+from tuner.spec.space_file import Constraint, Param
 from tuner.spec.study import Study
 
 SPACES_DIR = Path(__file__).resolve().parents[2] / "search_spaces"

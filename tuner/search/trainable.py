@@ -10,7 +10,7 @@ from ray import tune
 
 from tuner.spec.load import validate
 from tuner.spec.study import Study
-from tuner.trial import TrialPlan, run_trial, violations
+from tuner.trial.runner import TrialPlan, run_trial, violations
 
 
 def trial_dir(output_dir: Path, number: int, trial_id: str) -> Path:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tuner.errors import SpecError
+from tuner.common.errors import SpecError
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,8 +8,8 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tuner.errors import EngineStartError
-from tuner.records import Request, RequestRecord
+from tuner.common.errors import EngineStartError
+from tuner.load.records import Request, RequestRecord
 from tuner.sim.calibration import FITTED
 from tuner.sim.catalog import get_gpu, get_shape
 from tuner.sim.core import DONE, Core, Seq

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tuner.errors import SpecError
+from tuner.common.errors import SpecError
 from tuner.sim.catalog import GPU, get_gpu
 
 FLAVOURS = ("vllm", "sglang")

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tuner.errors import EngineStartError
+from tuner.common.errors import EngineStartError
 from tuner.sim.catalog import GPU, ModelShape
 
 GIB = float(1 << 30)

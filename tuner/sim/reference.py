@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from tuner.records import Request, RequestRecord
+from tuner.load.records import Request, RequestRecord
 from tuner.sim.cost import Calibration
 from tuner.sim.engine import SimulatedEngine
 

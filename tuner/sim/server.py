@@ -22,7 +22,7 @@ from typing import Any
 
 from aiohttp import web
 
-from tuner.errors import EngineStartError, SpecError
+from tuner.common.errors import EngineStartError, SpecError
 from tuner.sim.catalog import shape_for
 from tuner.sim.engine import SimulatedEngine
 from tuner.sim.faults import Faults, add_fault_flags

@@ -8,8 +8,8 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from tuner.errors import SpecError
-from tuner.spec.space import SearchSpaceFile
+from tuner.common.errors import SpecError
+from tuner.spec.space_file import SearchSpaceFile
 from tuner.spec.study import Study
 
 M = TypeVar("M", bound=BaseModel)

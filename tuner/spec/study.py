@@ -7,9 +7,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from tuner.errors import SpecError
-from tuner.sla import SLATerm, is_summary_key, parse_sla
-from tuner.spec.space import SearchSpaceRef
+from tuner.common.errors import SpecError
+from tuner.spec.sla import SLATerm, is_summary_key, parse_sla
+from tuner.spec.space_file import SearchSpaceRef
 from tuner.spec.workload import Workload
 
 ENGINE_NAMES = ("vllm", "sglang", "sim")

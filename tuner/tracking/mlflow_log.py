@@ -16,10 +16,10 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from tuner.errors import SpecError
-from tuner.numeric import finite_float
-from tuner.redact import redact, redact_text, redact_yaml_text
-from tuner.trial_result import TrialResult
+from tuner.common.errors import SpecError
+from tuner.common.numeric import finite_float
+from tuner.common.redact import redact, redact_text, redact_yaml_text
+from tuner.trial.result import TrialResult
 
 log = logging.getLogger(__name__)
 

@@ -15,10 +15,10 @@ import plotly.graph_objects as go
 import pyarrow.parquet as pq
 from plotly.subplots import make_subplots
 
-from tuner.numeric import finite_float
-from tuner.outputs import pareto
-from tuner.sla import SLATerm
-from tuner.trial_result import TrialResult
+from tuner.common.numeric import finite_float
+from tuner.run.outputs import pareto
+from tuner.spec.sla import SLATerm
+from tuner.trial.result import TrialResult
 
 MISSING = "n/a"
 COLORS = {"feasible": "#1f77b4", "infeasible": "#d62728", "promoted": "#ff7f0e", "baseline": "#2ca02c"}

@@ -15,10 +15,10 @@ from pathlib import Path
 import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
-from tuner.atomic import write_text
-from tuner.sla import SLATerm
+from tuner.common.atomic import write_text
+from tuner.spec.sla import SLATerm
 from tuner.tracking.plots import best_feasible, figures
-from tuner.trial_result import TrialResult
+from tuner.trial.result import TrialResult
 
 FIGURE_TITLES = {
     "pareto": "Pareto front",

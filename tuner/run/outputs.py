@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tuner.atomic import write_json, write_table
-from tuner.sla import SLATerm
-from tuner.trial_result import TrialResult
+from tuner.common.atomic import write_json, write_table
+from tuner.spec.sla import SLATerm
+from tuner.trial.result import TrialResult
 
 
 def write_trials(path: Path, trials: list[TrialResult]) -> None:

@@ -7,7 +7,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from tuner.outcome import TrialOutcome
+from tuner.trial.outcome import TrialOutcome
 
 
 @dataclass

@@ -13,11 +13,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tuner.errors import SpecError
+from tuner.common.errors import SpecError
 from tuner.spec.load import load_yaml, validate
 from tuner.spec.study import Study
 
-DEFAULT_STUDY = Path(__file__).resolve().parents[1] / "studies" / "default.yaml"
+DEFAULT_STUDY = Path(__file__).resolve().parents[2] / "studies" / "default.yaml"
 EXIT_OK, EXIT_ERROR, EXIT_INVALID, EXIT_NO_FEASIBLE = 0, 1, 2, 3
 log = logging.getLogger("tuner.run")
 
@@ -96,18 +96,18 @@ def main(argv: list[str] | None = None) -> int:
     try:
         study, data, path = load(args)
         out = (args.output or Path("runs") / study.name).resolve()
-        from tuner.preflight import preflight
+        from tuner.run.preflight import preflight
         from tuner.tracking.mlflow_log import check_uri, default_uri
 
         space = preflight(study, path.parent.resolve(), out)
         uri = args.mlflow_uri or study.tracking.mlflow_uri or default_uri(out)
         check_uri(uri)
         if args.dry_run:
-            from tuner.study_summary import print_plan
+            from tuner.run.summary import print_plan
 
             print_plan(study, space, out, uri)
             return EXIT_OK
-        from tuner.study_flow import run_study
+        from tuner.run.flow import run_study
 
         init_ray(study)
         max_conc = check_cluster(study, study.budget.max_concurrent)

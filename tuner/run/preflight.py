@@ -7,8 +7,8 @@ import os
 import tempfile
 from pathlib import Path
 
+from tuner.common.errors import SpecError
 from tuner.engines.base import LaunchSpec
-from tuner.errors import SpecError
 from tuner.search.space import Space, build_space
 from tuner.spec.study import EngineSettings, SimSettings, Study
 

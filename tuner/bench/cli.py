@@ -20,8 +20,8 @@ from typing import Any
 
 from rich.console import Console
 
-from tuner.errors import SpecError
-from tuner.load import output
+from tuner.common.errors import SpecError
+from tuner.load import bench_output as output
 from tuner.load.capacity import LoadPoint, find_capacity, point_violation
 from tuner.load.metrics import summarize
 from tuner.load.records_io import RecordWriter
@@ -33,8 +33,8 @@ from tuner.load.workload import (
     native_rate,
     validate_workload,
 )
-from tuner.sla import SLATerm, parse_sla
 from tuner.spec.load import load_yaml, validate
+from tuner.spec.sla import SLATerm, parse_sla
 from tuner.spec.study import CapacitySettings
 from tuner.spec.workload import Workload
 

@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tuner.errors import EngineStartError, SpecError
-from tuner.outcome import TrialOutcome
-from tuner.sla import max_violation
+from tuner.common.errors import EngineStartError, SpecError
+from tuner.spec.sla import max_violation
 from tuner.spec.study import Study
-from tuner.trial_result import TrialResult
+from tuner.trial.outcome import TrialOutcome
+from tuner.trial.result import TrialResult
 
 log = logging.getLogger(__name__)
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tuner.redact import redact_text
+from tuner.common.redact import redact_text
 from tuner.search.space import Space
 from tuner.spec.study import Study
-from tuner.trial_result import TrialResult
+from tuner.trial.result import TrialResult
 
 
 def print_plan(study: Study, space: Space, out: Path, uri: str) -> None:

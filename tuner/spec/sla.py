@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from tuner.errors import SpecError
+from tuner.common.errors import SpecError
 
 LATENCY_METRICS = ("ttft", "tpot", "itl", "e2e")
 STATS = {"p50": "p50", "p90": "p90", "p95": "p95", "p99": "p99", "p999": "p99.9", "mean": "mean", "max": "max"}

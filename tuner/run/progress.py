@@ -18,7 +18,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from tuner.trial_result import TrialResult
+from tuner.trial.result import TrialResult
 
 
 class StudyProgress:

@@ -8,14 +8,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tuner.atomic import write_json
-from tuner.outputs import write_pareto
+from tuner.common.atomic import write_json
+from tuner.run.outputs import write_pareto
+from tuner.run.summary import print_summary
 from tuner.search.space import Space
 from tuner.spec.study import Study
-from tuner.study_summary import print_summary
 from tuner.tracking.mlflow_log import StudyTracker
-from tuner.trial import TrialPlan, run_trial
-from tuner.trial_result import TrialResult
+from tuner.trial.result import TrialResult
+from tuner.trial.runner import TrialPlan, run_trial
 
 log = logging.getLogger(__name__)
 STATE = "state.json"
@@ -23,7 +23,7 @@ STATE = "state.json"
 
 def _progress(study: Study, trials: int) -> Any:
     try:
-        from tuner.progress import StudyProgress
+        from tuner.run.progress import StudyProgress
 
         return StudyProgress(trials, study.budget.time_limit_s)
     except ImportError:  # pragma: no cover - progress view is optional

@@ -1,0 +1,1 @@
+"""`python -m tuner.bench`: benchmark any running OpenAI-compatible endpoint."""

@@ -1,0 +1,1 @@
+"""Shared helpers every layer may use: errors, atomic writes, numbers, redaction."""

@@ -1,0 +1,5 @@
+"""`python -m tuner.run`."""
+
+from tuner.run.cli import main
+
+raise SystemExit(main())
