@@ -1,10 +1,20 @@
-"""Simulated vs measured figures for every reference configuration; error on the held-out ones.
+"""Simulated vs measured figures for every reference point, and honest held-out errors.
 
 For each point in tuner/sim/reference.py (real vLLM 0.26.0 on one H200, copied under
-benchmarks/reference/), prints simulated / measured output tok/s, P50/P99 TTFT and P50/P99 TPOT
-with the absolute error in percent. Points in FIT_SET were used by benchmarks/calibrate_sim.py;
-the rest are held out. Last line: `median_abs_error_pct=X heldout=K` (K held-out points; the
-median is over all their figures).
+benchmarks/reference/) prints simulated / measured output tok/s, P50/P99 TTFT, P50/P99 TPOT and
+P50/P99 ITL with the absolute error in percent. Points in FIT_SET were fitted on by
+benchmarks/calibrate_sim.py. A point not fitted on counts as held out only by what it differs in:
+
+- args: its engine configuration, as the engine resolves it (explicit defaults = omitted ones), is
+  in no fitted point;
+- rate: its configuration was fitted, but never at this Poisson rate;
+- shape: its model shape is in no fitted point (leave-one-shape-out);
+- repeat: the same configuration and rate was fitted (e.g. a re-run): not held out at all.
+
+SLA verdicts (P99 TTFT <= 2 s and P99 TPOT <= 50 ms, the H200 studies' SLA) are compared on the
+held-out points, except where a measured figure lies within 3% of its limit. Last line:
+`median_abs_error_pct=X p99_ttft_err_pct=Y p99_itl_err_pct=Z heldout=K` over the points held out by
+args or shape (X over all their figures).
 
     .venv/bin/python benchmarks/sim_fidelity.py
 """
@@ -18,34 +28,80 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tuner.sim.reference import ALL_POINTS, FIT_SET, METRICS, errors_pct, measured, simulate
+from tuner.sim.reference import ALL_POINTS, FIT_SET, METRICS, RefPoint, errors_pct, measured, simulate
 
 SHORT = {"output_throughput": "tok/s", "p50_ttft_ms": "TTFT50", "p99_ttft_ms": "TTFT99",
-         "p50_tpot_ms": "TPOT50", "p99_tpot_ms": "TPOT99"}
+         "p50_tpot_ms": "TPOT50", "p99_tpot_ms": "TPOT99", "p50_itl_ms": "ITL50", "p99_itl_ms": "ITL99"}
+SLA = {"p99_ttft_ms": 2000.0, "p99_tpot_ms": 50.0}
+NEAR = 0.03  # a measured figure this close to its limit: the verdict is a coin toss, not counted
+
+
+def split_of(p: RefPoint) -> str:
+    """Why a point is held out (or 'fit' / 'repeat' when it is not)."""
+    if p.name in FIT_SET:
+        return "fit"
+    fitted = [q for q in ALL_POINTS if q.name in FIT_SET]
+    if all(q.shape != p.shape for q in fitted):
+        return "shape"
+    key = p.config_key()
+    same = [q for q in fitted if q.config_key() == key and q.shape == p.shape]
+    if not same:
+        return "args"
+    return "repeat" if any(q.rate == p.rate for q in same) else "rate"
+
+
+def short_name(p: RefPoint) -> str:
+    return p.name.replace("max_num_batched_tokens", "mbt").replace("max_num_seqs", "mns").replace("h200-servetune", "st")
+
+
+def verdict(fig: dict[str, float]) -> bool:
+    return all(fig[m] <= lim for m, lim in SLA.items())
+
+
+def near_limit(real: dict[str, float]) -> bool:
+    return any(abs(real[m] / lim - 1.0) <= NEAR for m, lim in SLA.items())
+
+
+def med(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
 
 
 def main() -> None:
     t0 = time.process_time()
-    held: list[float] = []
-    fit: list[float] = []
-    unseen: list[float] = []  # held-out points whose engine config appears nowhere in the fit set
-    fit_cfgs = {name.rsplit("_r", 1)[0] if "_r" in name and name[-1].isdigit() else name for name in FIT_SET}
-    print(f"{'point':18s} {'set':4s} " + " ".join(f"{SHORT[m]:>22s}" for m in METRICS))
+    errs: dict[str, list[dict[str, float]]] = {}
+    agree = total = near = 0
+    width = max(len(short_name(p)) for p in ALL_POINTS)
+    print(f"{'point':{width}s} {'split':6s} " + " ".join(f"{SHORT[m]:>21s}" for m in METRICS))
     for p in ALL_POINTS:
         sim, real = simulate(p), measured(p)
         err = errors_pct(sim, real)
-        tag = "fit" if p.name in FIT_SET else "held"
-        (fit if tag == "fit" else held).extend(err.values())
-        cfg = p.name.rsplit("_r", 1)[0] if p.rate > 0 and "_r" in p.name else p.name
-        if tag == "held" and cfg not in fit_cfgs and not cfg.startswith("default"):
-            unseen.extend(err.values())
-        cells = " ".join(f"{sim[m]:>8.1f}/{real[m]:>8.1f} {err[m]:3.0f}%" for m in METRICS)
-        print(f"{p.name:18s} {tag:4s} {cells}")
-    n_held = sum(1 for p in ALL_POINTS if p.name not in FIT_SET)
-    print(f"fit median_abs_error_pct={statistics.median(fit):.1f}; "
-          f"unseen-config held-out median_abs_error_pct={statistics.median(unseen):.1f} "
-          f"({len(unseen) // len(METRICS)} points); cpu_s={time.process_time() - t0:.2f}")
-    print(f"median_abs_error_pct={statistics.median(held):.1f} heldout={n_held}")
+        split = split_of(p)
+        errs.setdefault(split, []).append(err)
+        if split in ("args", "rate", "shape"):
+            if near_limit(real):
+                near += 1
+            else:
+                total += 1
+                agree += verdict(sim) == verdict(real)
+        cells = " ".join(f"{sim[m]:>7.1f}/{real[m]:>7.1f} {err[m]:3.0f}%" for m in METRICS)
+        print(f"{short_name(p):{width}s} {split:6s} {cells}")
+    shapes = sorted({p.shape for p in ALL_POINTS})
+    for split in ("fit", "repeat", "rate", "args", "shape"):
+        rows = errs.get(split, [])
+        if not rows:
+            note = (f" (every reference point is {shapes[0]}: leave-one-shape-out needs measured runs of a second "
+                    "model shape)" if split == "shape" and len(shapes) == 1 else "")
+            print(f"split={split} points=0{note}")
+            continue
+        per = " ".join(f"{SHORT[m]}={med([r[m] for r in rows]):.1f}" for m in METRICS)
+        print(f"split={split} points={len(rows)} median_abs_error_pct: {per} "
+              f"all={med([v for r in rows for v in r.values()]):.1f}")
+    print(f"sla_verdicts held-out: agree={agree}/{total} ({near} within {NEAR:.0%} of a limit, not counted); "
+          f"cpu_s={time.process_time() - t0:.2f}")
+    held = errs.get("args", []) + errs.get("shape", [])
+    print(f"median_abs_error_pct={med([v for r in held for v in r.values()]):.1f} "
+          f"p99_ttft_err_pct={med([r['p99_ttft_ms'] for r in held]):.1f} "
+          f"p99_itl_err_pct={med([r['p99_itl_ms'] for r in held]):.1f} heldout={len(held)}")
 
 
 if __name__ == "__main__":

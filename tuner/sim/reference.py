@@ -20,10 +20,12 @@ import numpy as np
 from tuner.load.records import Request, RequestRecord
 from tuner.sim.cost import Calibration
 from tuner.sim.engine import SimulatedEngine
+from tuner.sim.knobs import resolve_args
 
 REF_ROOT = Path(__file__).resolve().parents[2] / "benchmarks" / "reference"
 H200_VLLM_026 = "h200-vllm-0.26.0"
-METRICS = ("output_throughput", "p50_ttft_ms", "p99_ttft_ms", "p50_tpot_ms", "p99_tpot_ms")
+METRICS = ("output_throughput", "p50_ttft_ms", "p99_ttft_ms", "p50_tpot_ms", "p99_tpot_ms", "p50_itl_ms",
+           "p99_itl_ms")
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,11 @@ class RefPoint:
     output_len: int = 512
     set_name: str = H200_VLLM_026
     max_model_len: int = 40960
+    shape: str = "qwen3-8b"  # the model shape served (tuner.sim.catalog); every point so far: Qwen3-8B
+
+    def config_key(self) -> tuple[tuple[str, Any], ...]:
+        """The engine configuration as the engine resolves it: explicit defaults equal omitted ones."""
+        return tuple(sorted(resolve_args("vllm", "H200", self.shape, self.max_model_len, self.args).items()))
 
 
 _SAT = "bench_{}.json"
@@ -110,6 +117,8 @@ def figures(records: list[RequestRecord]) -> dict[str, float]:
         return dict.fromkeys(METRICS, float("nan"))
     ttft = np.array([r.ttft_s for r in ok]) * 1e3
     tpot = np.array([r.tpot_s for r in ok if r.tpot_s is not None]) * 1e3
+    # like `vllm bench serve`: every gap between streamed chunks of every request, pooled
+    itl = np.concatenate([np.diff(r.token_times) for r in ok]) * 1e3
     start = min(r.sent_s for r in records)
     dur = max(r.done_s for r in ok) - start  # type: ignore[type-var]
     return {
@@ -118,13 +127,15 @@ def figures(records: list[RequestRecord]) -> dict[str, float]:
         "p99_ttft_ms": float(np.percentile(ttft, 99)),
         "p50_tpot_ms": float(np.percentile(tpot, 50)),
         "p99_tpot_ms": float(np.percentile(tpot, 99)),
+        "p50_itl_ms": float(np.percentile(itl, 50)),
+        "p99_itl_ms": float(np.percentile(itl, 99)),
     }
 
 
 def simulate(point: RefPoint, cal: Calibration | None = None, seeds: tuple[int, ...] = (0, 1, 2),
-             gpu: str = "H200", shape: str = "qwen3-8b") -> dict[str, float]:
+             gpu: str = "H200") -> dict[str, float]:
     """Simulated figures; Poisson points are the median over a few arrival seeds (one real run is one draw)."""
-    eng = SimulatedEngine(flavour="vllm", gpu=gpu, shape=shape, args=point.args, max_model_len=point.max_model_len,
+    eng = SimulatedEngine(flavour="vllm", gpu=gpu, shape=point.shape, args=point.args, max_model_len=point.max_model_len,
                           calibration=cal)
     runs = [figures(eng.run(workload(point, s))) for s in (seeds if point.rate > 0 else seeds[:1])]
     return {m: float(np.median([r[m] for r in runs])) for m in METRICS}
