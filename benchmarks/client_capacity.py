@@ -190,7 +190,7 @@ def ours(url: str, concurrency: int, output_len: int, rounds: int) -> tuple[floa
     s = summarize(records)
     if s["failed"] or not errors:
         return 0.0, float("inf")
-    return s["output_tokens_per_s"], float(np.percentile(errors, 99)) * 1e3
+    return s["output_throughput"], float(np.percentile(errors, 99)) * 1e3
 
 
 def vllm_bench(python: str, url: str, concurrency: int, output_len: int, rounds: int, cpu: int | None,

@@ -95,8 +95,8 @@ def trial_table(trials: list[TrialResult], gpu: dict[int, dict[str, float]]) -> 
         pts = " ".join(f"{p['load']:g}{'' if p['feasible'] else 'x'}" for p in t.points)
         g = gpu.get(t.number, {})
         lines.append(f"| {t.number} | {cfg} | {t.outcome.value} | {fmt(t.start_s)} | {pts} | {fmt(t.capacity, 2)} | "
-                     f"{fmt(t.objective, 0)} | {fmt(t.metrics.get('ttft_ms.p99'), 0)} | "
-                     f"{fmt(t.metrics.get('tpot_ms.p99'))} | {fmt(g.get('mem_gib_max'))} | {fmt(t.wall_s, 0)} |")
+                     f"{fmt(t.objective, 0)} | {fmt(t.metrics.get('p99_ttft_ms'), 0)} | "
+                     f"{fmt(t.metrics.get('p99_tpot_ms'))} | {fmt(g.get('mem_gib_max'))} | {fmt(t.wall_s, 0)} |")
     return lines
 
 
@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("results", type=Path)
     p.add_argument("--copy-tbps", type=float, default=None, help="copy bandwidth measured by probe.py")
-    p.add_argument("--latency", default="tpot_ms.p99")
+    p.add_argument("--latency", default="p99_tpot_ms")
     args = p.parse_args(argv)
     trials = read_trials(args.results / "trials.parquet")
     gpu = gpu_peaks(args.results)
@@ -117,9 +117,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"- winner: trial {best.number} {best.args or 'defaults'}; tuned/default SLA capacity "
               f"{best.capacity / base.capacity:.3f} ({best.capacity:g} vs {base.capacity:g} req/s), "
               f"output tok/s at capacity {best.objective / base.objective:.3f}")
-    front = pareto(trials, "output_tokens_per_s", args.latency)
+    front = pareto(trials, "output_throughput", args.latency)
     print(f"- Pareto front (output tok/s vs {args.latency}): "
-          + "; ".join(f"#{t.number} {fmt(t.metrics['output_tokens_per_s'], 0)} tok/s @ {fmt(t.metrics[args.latency])} ms"
+          + "; ".join(f"#{t.number} {fmt(t.metrics['output_throughput'], 0)} tok/s @ {fmt(t.metrics[args.latency])} ms"
                       for t in front))
     starts = [t.start_s for t in trials if t.start_s is not None]
     walls = sum(t.wall_s for t in trials)

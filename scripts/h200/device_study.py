@@ -330,8 +330,8 @@ def pack(st: StudyState, trials_dir: Path, out: Path, log_file: Path, elapsed_s:
         "this_command_trials_elapsed_s": round(elapsed_s, 1),
         "trials": [{"number": r.number, "outcome": r.outcome.value, "baseline": r.baseline, "args": r.args,
                     "capacity": r.capacity, "objective": r.objective, "start_s": r.start_s, "wall_s": r.wall_s,
-                    "reason": r.reason, "points": [{k: p.get(k) for k in ("load", "feasible", "ttft_ms.p99",
-                                                                          "tpot_ms.p99", "output_tokens_per_s")}
+                    "reason": r.reason, "points": [{k: p.get(k) for k in ("load", "feasible", "p99_ttft_ms",
+                                                                          "p99_tpot_ms", "output_throughput")}
                                                    for p in r.points]}
                    for r in st.results],
     }

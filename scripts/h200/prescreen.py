@@ -53,8 +53,8 @@ def screen(study: Study, configs: list[dict[str, Any]]) -> list[dict[str, Any]]:
                              baseline=not params, seed=study.seed)
             r = run_trial(sim, plan, Path(tmp) / plan.trial_id, base_dir=REPO)
             rows.append({"params": params, "outcome": r.outcome.value, "capacity": r.capacity,
-                         "objective": r.objective, "ttft_p99_ms": r.metrics.get("ttft_ms.p99"),
-                         "tpot_p99_ms": r.metrics.get("tpot_ms.p99"), "sim_s": round(time.monotonic() - t0, 2)})
+                         "objective": r.objective, "ttft_p99_ms": r.metrics.get("p99_ttft_ms"),
+                         "tpot_p99_ms": r.metrics.get("p99_tpot_ms"), "sim_s": round(time.monotonic() - t0, 2)})
     return rows
 
 

@@ -27,7 +27,7 @@ from tuner.run.outputs import read_trials  # noqa: E402
 from tuner.sim import SimulatedEngine  # noqa: E402
 from tuner.spec.load import load_study  # noqa: E402
 
-FIGURES = ("output_tokens_per_s", "ttft_ms.p50", "ttft_ms.p99", "tpot_ms.p50", "tpot_ms.p99", "e2e_ms.p99")
+FIGURES = ("output_throughput", "p50_ttft_ms", "p99_ttft_ms", "p50_tpot_ms", "p99_tpot_ms", "p99_e2el_ms")
 
 
 def simulate(study: Any, args: dict[str, Any], load: float) -> dict[str, float]:

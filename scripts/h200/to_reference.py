@@ -22,11 +22,9 @@ sys.path.insert(0, str(REPO))
 
 from tuner.run.outputs import read_trials  # noqa: E402
 
-KEYS = {"output_throughput": "output_tokens_per_s", "request_throughput": "requests_per_s",
-        "p50_ttft_ms": "ttft_ms.p50", "p90_ttft_ms": "ttft_ms.p90", "p99_ttft_ms": "ttft_ms.p99",
-        "p50_tpot_ms": "tpot_ms.p50", "p90_tpot_ms": "tpot_ms.p90", "p99_tpot_ms": "tpot_ms.p99",
-        "p50_itl_ms": "itl_ms.p50", "p99_itl_ms": "itl_ms.p99", "p50_e2el_ms": "e2e_ms.p50",
-        "p99_e2el_ms": "e2e_ms.p99", "completed": "completed", "failed": "failed", "duration": "duration_s"}
+KEYS = ("output_throughput", "request_throughput", "p50_ttft_ms", "p90_ttft_ms", "p99_ttft_ms", "p50_tpot_ms",
+        "p90_tpot_ms", "p99_tpot_ms", "p50_itl_ms", "p99_itl_ms", "p50_e2el_ms", "p99_e2el_ms", "completed", "failed",
+        "duration")  # vLLM's names, as our summaries now use them
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -44,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
             if pt.get("stopped_early"):
                 continue  # cancelled requests are missing: its percentiles are not comparable
             name = f"t{t.number}_{name_cfg}_r{pt['load']:g}"
-            data = {k: pt.get(src) for k, src in KEYS.items()}
+            data = {k: pt.get(k) for k in KEYS}
             data.update({"request_rate": pt["load"], "engine_args": t.args, "trial": t.number,
                          "start_s": t.start_s, "feasible": pt.get("feasible")})
             (args.dest / f"bench_{name}.json").write_text(json.dumps(data, indent=1, default=str) + "\n")

@@ -42,7 +42,7 @@ def _started_ids(log: str) -> list[str]:
 
 def test_killed_driver_resumes_without_losing_or_repeating_trials(head: RayHead, tmp_path: Path) -> None:
     study = small_study(tmp_path, name="resume", budget={"trials": TRIALS, "max_concurrent": 1},
-                        sla=["p99_ttft_ms <= 2000", "p99_e2e_ms <= 60000"])
+                        sla=["p99_ttft_ms <= 2000", "p99_e2el_ms <= 60000"])
     out = tmp_path / "out"
     argv = [sys.executable, "-m", "tuner.run", "--study", str(study), "--output", str(out), "--no-promote"]
     env = head.driver_env(str(ROOT))

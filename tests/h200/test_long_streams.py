@@ -34,7 +34,7 @@ settings = CapacitySettings(low=4, high=4, max_points=1, duration_s=3, request_t
 target = HttpTarget({url!r}, "fake", timeout_s=30)
 point, records = measure_point(target, wl, parse_sla(["p99_ttft_ms <= 2000"]), settings, 4.0, seed=0)
 print(json.dumps({{"feasible": point.feasible, "stopped": point.stopped_early,
-                  "completed": point.summary.get("completed"), "ttft_p99": point.summary.get("ttft_ms.p99")}}))
+                  "completed": point.summary.get("completed"), "ttft_p99": point.summary.get("p99_ttft_ms")}}))
 """
 
 

@@ -75,7 +75,7 @@ def test_rate_search_matches_brute_force() -> None:
     assert truth is not None and res.capacity is not None and res.best is not None
     assert truth * 0.97 <= res.capacity <= truth + 0.25
     assert seen[:4] == [1, 2, 4, 8] and len(seen) == len(res.points) <= 12
-    assert res.best.summary["ttft_ms.p99"] <= 100 and res.best.summary["load"] == res.capacity
+    assert res.best.summary["p99_ttft_ms"] <= 100 and res.best.summary["load"] == res.capacity
     bad = [p for p in res.points if not p.feasible]
     assert bad and min(p.load for p in bad) > res.capacity
     assert len([r for r in res.records if not r.warmup]) == 400
@@ -84,12 +84,12 @@ def test_rate_search_matches_brute_force() -> None:
 def test_concurrency_search_is_integer_and_exact() -> None:
     settings = CapacitySettings(mode="concurrency", low=1, high=64, tolerance=0.01, max_points=12,
                                 requests_per_point=200)
-    res = find_capacity(QueueTarget(servers=4), WL, parse_sla("p99_e2e_ms<=200"), settings, seed=0)
+    res = find_capacity(QueueTarget(servers=4), WL, parse_sla("p99_e2el_ms<=200"), settings, seed=0)
     loads = [p.load for p in res.points]
     assert all(x == int(x) for x in loads)
     truth = None
     for c in range(1, 65):
-        p, _ = measure_point(QueueTarget(servers=4), WL, parse_sla("p99_e2e_ms<=200"), settings, c, seed=0)
+        p, _ = measure_point(QueueTarget(servers=4), WL, parse_sla("p99_e2el_ms<=200"), settings, c, seed=0)
         if not p.feasible:
             break
         truth = c
@@ -117,7 +117,7 @@ def test_virtual_target_with_the_simulator() -> None:
                         max_model_len=8192)
     assert res.capacity is not None and res.best is not None and res.best.feasible
     assert any(not p.feasible for p in res.points) or res.capacity == 512
-    assert res.best.summary["output_tokens_per_s"] > 0 and "class.education.ttft_ms.p99" in res.best.summary
+    assert res.best.summary["output_throughput"] > 0 and "class.education.p99_ttft_ms" in res.best.summary
 
 
 def test_http_capacity_with_early_stop(fake_server: Callable[..., Any]) -> None:
@@ -132,4 +132,4 @@ def test_http_capacity_with_early_stop(fake_server: Callable[..., Any]) -> None:
     assert res.capacity is not None and 8 <= res.capacity < 256, seen
     stopped = [p for p in res.points if p.stopped_early]
     assert stopped and all(not p.feasible for p in stopped), seen
-    assert all(math.isfinite(p.summary["requests_per_s"]) for p in res.points)
+    assert all(math.isfinite(p.summary["request_throughput"]) for p in res.points)

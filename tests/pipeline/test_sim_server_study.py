@@ -18,7 +18,7 @@ def test_study_over_http_with_the_sim_server(tmp_path: Path) -> None:
         sim={"flavour": "vllm", "gpu": "H200", "mode": "server", "time_scale": 5.0},
         capacity={"mode": "rate", "low": 1, "high": 8, "tolerance": 0.25, "max_points": 3,
                   "requests_per_point": 40, "request_timeout_s": 60},
-        sla=["p99_ttft_ms <= 3000", "p99_e2e_ms <= 60000"],
+        sla=["p99_ttft_ms <= 3000", "p99_e2el_ms <= 60000"],
     )
     out = tmp_path / "out"
     proc = run_cli("--study", str(path), "--output", str(out), "--trials", "2", "--no-promote")

@@ -35,8 +35,8 @@ def _check_outputs(out: Path, uri: str, study: str, n_trials: int) -> None:
     children = client.search_runs([exp.experiment_id], f"tags.mlflow.parentRunId = '{parents[0].info.run_id}'")
     trial_runs = [c for c in children if c.data.tags.get("servetune.kind") == "trial"]
     assert len(trial_runs) == n_trials
-    assert {"output_tokens_per_s", "ttft_ms.p99"} <= set(trial_runs[0].data.metrics) or any(
-        "output_tokens_per_s" in c.data.metrics for c in trial_runs)
+    assert {"output_throughput", "p99_ttft_ms"} <= set(trial_runs[0].data.metrics) or any(
+        "output_throughput" in c.data.metrics for c in trial_runs)
     names = {c.data.tags["servetune.trial_id"] for c in trial_runs}
     assert names == {r["trial_id"] for r in rows}
     version = client.get_model_version_by_alias(f"{study}-config", "staging")

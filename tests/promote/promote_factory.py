@@ -15,7 +15,7 @@ from tuner.spec.study import Study
 from tuner.trial.outcome import TrialOutcome
 from tuner.trial.result import TrialResult
 
-SLA = ["p99_ttft_ms <= 500", "p99_e2e_ms <= 20000"]
+SLA = ["p99_ttft_ms <= 500", "p99_e2el_ms <= 20000"]
 
 
 def study_data(name: str = "promo", **changes: Any) -> dict[str, Any]:
@@ -42,8 +42,8 @@ def make_trial(number: int, objective: float | None, ttft_p99: float, *, max_num
                outcome: TrialOutcome = TrialOutcome.OK, capacity: float | None = 8.0, seed: int = 0,
                run_id: str | None = None, e2e_p99: float = 9000.0) -> TrialResult:
     ok = outcome == TrialOutcome.OK
-    metrics = {"output_tokens_per_s": objective, "ttft_ms.p99": ttft_p99, "e2e_ms.p99": e2e_p99,
-               "e2e_ms.mean": 4000.0, "error_rate": 0.0} if objective is not None else {}
+    metrics = {"output_throughput": objective, "p99_ttft_ms": ttft_p99, "p99_e2el_ms": e2e_p99,
+               "mean_e2el_ms": 4000.0, "error_rate": 0.0} if objective is not None else {}
     return TrialResult(
         trial_id=f"t{number:03d}", number=number, engine="sim",
         params={"max_num_seqs": max_num_seqs}, args={"max_num_seqs": max_num_seqs, "block_size": 16},
@@ -56,7 +56,7 @@ def make_trial(number: int, objective: float | None, ttft_p99: float, *, max_num
 def rerun(trial: TrialResult, seed: int, objective: float | None, *, ttft_p99: float | None = None,
           outcome: TrialOutcome = TrialOutcome.OK) -> TrialResult:
     """What a confirmation run returns: the same args, another seed, its own measurements."""
-    again = make_trial(trial.number, objective, ttft_p99 if ttft_p99 is not None else trial.metrics["ttft_ms.p99"],
+    again = make_trial(trial.number, objective, ttft_p99 if ttft_p99 is not None else trial.metrics["p99_ttft_ms"],
                        max_num_seqs=trial.args["max_num_seqs"], outcome=outcome, seed=seed,
                        capacity=(trial.capacity or 1.0) * 0.9)
     return again

@@ -55,7 +55,7 @@ def test_winner_is_registered_with_lineage_and_a_valid_serve_config(tmp_path: Pa
     tags = mv.tags
     assert tags["servetune.study_run_id"] == parent and tags["servetune.trial_run_id"] == kids[1]
     assert json.loads(tags["servetune.args"]) == {"max_num_seqs": 64, "block_size": 16}
-    assert tags["servetune.sla"] == "p99_ttft_ms <= 500, p99_e2e_ms <= 20000"
+    assert tags["servetune.sla"] == "p99_ttft_ms <= 500, p99_e2el_ms <= 20000"
     assert json.loads(tags["servetune.workload"])["profile"] == "dynamic"
     assert tags["servetune.hardware"] == "sim:vllm:H200"
     assert float(tags["servetune.capacity"]) == pytest.approx(8.0 * 0.9)  # worst run's capacity

@@ -16,7 +16,7 @@ def test_pareto_front_keeps_only_non_dominated_trials_best_objective_first() -> 
     c = make_trial(2, 1500, 450)  # dominated by b (less throughput, more latency)
     d = make_trial(3, 2000, 350)  # dominates b
     e = make_trial(4, None, 100, outcome=TrialOutcome.OOM)
-    front = pareto_front([a, b, c, d, e], "output_tokens_per_s", "ttft_ms.p99")
+    front = pareto_front([a, b, c, d, e], "output_throughput", "p99_ttft_ms")
     assert [t.trial_id for t in front] == ["t003", "t000"]
 
 

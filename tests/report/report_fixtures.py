@@ -12,8 +12,8 @@ from tuner.spec.sla import parse_sla
 from tuner.trial.outcome import TrialOutcome
 from tuner.trial.result import TrialResult
 
-SLA = parse_sla("p99_ttft_ms <= 500, p99_e2e_ms <= 20000")
-OBJ, LAT = "output_tokens_per_s", "ttft_ms.p99"
+SLA = parse_sla("p99_ttft_ms <= 500, p99_e2el_ms <= 20000")
+OBJ, LAT = "output_throughput", "p99_ttft_ms"
 
 
 def write_records(path: Path, ttft_ms: np.ndarray, *, load: float | None = None, drop_latency_columns: bool = False,
@@ -31,7 +31,7 @@ def write_records(path: Path, ttft_ms: np.ndarray, *, load: float | None = None,
     }
     if not drop_latency_columns:
         cols["ttft_ms"] = ttft_ms
-        cols["e2e_ms"] = (done - sent) * 1000.0
+        cols["e2el_ms"] = (done - sent) * 1000.0
         cols["tpot_ms"] = (done - first) * 1000.0 / 127
     if load is not None:
         cols["load"] = np.full(n, load)
@@ -50,7 +50,7 @@ def make_trial(tmp: Path, number: int, outcome: TrialOutcome, *, tput: float | N
     capacity = None
     if outcome.ran and tput is not None and p99 is not None:
         capacity = tput / 100.0
-        metrics = {OBJ: tput, LAT: p99, "ttft_ms.p50": p99 / 3, "e2e_ms.p99": p99 * 10, "error_rate": 0.0}
+        metrics = {OBJ: tput, LAT: p99, "p50_ttft_ms": p99 / 3, "p99_e2el_ms": p99 * 10, "error_rate": 0.0}
         for frac in (0.5, 1.0, 1.5):
             points.append({"load": capacity * frac, "feasible": frac <= 1.0 and outcome == TrialOutcome.OK,
                            "violation": frac - 1.0, "stopped_early": False, OBJ: tput * frac, LAT: p99 * frac})

@@ -49,7 +49,7 @@ def test_plain_lines_when_not_a_tty(tmp_path: Path) -> None:
     assert "\x1b[" not in out.getvalue()
     assert lines[0] == "[servetune] trial t000 started (sim)"
     assert lines[1] == "[servetune] trial t001 started (sim) max_num_seqs=512"
-    assert "trial t001 ok output_tokens_per_s=1500 capacity=15" in lines[3]
+    assert "trial t001 ok output_throughput=1500 capacity=15" in lines[3]
     assert lines[3].endswith("done 2/4, running 0, failed 0, best 1500 (trial t001, 1.50x baseline), time left 8m30s")
     assert "trial t002 oom KV cache does not fit | done 3/4, running 0, failed 1" in lines[5]
     assert lines[-1] == ("[servetune] study finished: done 3/4, running 0, failed 1, "

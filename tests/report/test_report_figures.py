@@ -92,7 +92,7 @@ def test_latency_samples_recomputes_and_filters(tmp_path: Path) -> None:
                     records_path=str(path))
     got = latency_samples(t, "ttft_ms")
     assert np.allclose(got, [200.0, 300.0, 400.0])  # the errored request is left out
-    e2e = latency_samples(t, "e2e_ms")
+    e2e = latency_samples(t, "e2el_ms")
     assert np.allclose(e2e, [200.0 + 127 * 20, 300.0 + 127 * 20, 400.0 + 127 * 20])
     assert np.allclose(latency_samples(t, "tpot_ms"), [20.0] * 3)
 

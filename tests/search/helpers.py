@@ -14,7 +14,7 @@ from tuner.spec.study import Study
 def make_study(**changes: Any) -> Study:
     data: dict[str, Any] = {
         "name": "t", "seed": 0, "engine": "vllm", "model": {"name": "m", "max_model_len": 8192},
-        "workload": {"profile": "dynamic"}, "sla": ["p99_ttft_ms <= 1000", "p99_e2e_ms <= 20000"],
+        "workload": {"profile": "dynamic"}, "sla": ["p99_ttft_ms <= 1000", "p99_e2el_ms <= 20000"],
         "search": {"algorithm": "tpe", "n_startup_trials": 4},
     }
     data.update(changes)

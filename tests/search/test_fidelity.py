@@ -11,7 +11,7 @@ SLA = parse_sla("p99_ttft_ms <= 1000")
 
 
 def _pt(tput: float, ttft: float) -> dict[str, float]:
-    return {"output_tokens_per_s": tput, "ttft_ms.p99": ttft}
+    return {"output_throughput": tput, "p99_ttft_ms": ttft}
 
 
 def test_stops_when_the_sla_breaks_below_the_incumbent() -> None:

@@ -61,7 +61,7 @@ def test_sla_violations_are_attached_as_optuna_constraints() -> None:
     launched = [t for t in core.optuna.trials if "rejected" not in t.user_attrs]
     ok, bad, oom, hung = launched[:4]
     assert ok.state == optuna.trial.TrialState.COMPLETE and ok.value == 900.0
-    assert ok.constraints == {"sla.p99_ttft_ms": -0.2, "sla.p99_e2e_ms": -0.5}
+    assert ok.constraints == {"sla.p99_ttft_ms": -0.2, "sla.p99_e2el_ms": -0.5}
     assert bad.state == optuna.trial.TrialState.COMPLETE and bad.constraints["sla.p99_ttft_ms"] == 0.4
     assert oom.state == optuna.trial.TrialState.FAIL and oom.value is None  # never a fake zero
     assert hung.state == optuna.trial.TrialState.FAIL
@@ -179,7 +179,7 @@ def test_sla_violated_without_objective_reads_the_trials_own_metrics() -> None:
     cfg = core.ask()
     assert cfg is not None
     core.tell(cfg["number"], {"outcome": "sla_violated", "objective": None, "violations": [0.3, -0.1],
-                              "trial_json": json.dumps({"metrics": {"output_tokens_per_s": 123.0}})})
+                              "trial_json": json.dumps({"metrics": {"output_throughput": 123.0}})})
     t = core.optuna.trials[-1]
     assert t.state == optuna.trial.TrialState.COMPLETE and t.value == 123.0 and t.constraints["sla.p99_ttft_ms"] == 0.3
 

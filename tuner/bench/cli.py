@@ -1,7 +1,7 @@
 """`python -m tuner.bench`: benchmark any running OpenAI-compatible endpoint with servetune's load code.
 
     python -m tuner.bench --url http://127.0.0.1:8000 --model NAME --workload dynamic --rate 4 \
-        --duration 60 --sla "p99_ttft_ms<=500,p99_e2e_ms<=8000" --output runs/bench1
+        --duration 60 --sla "p99_ttft_ms<=500,p99_e2el_ms<=8000" --output runs/bench1
 
 `--workload` is a profile (static, dynamic, mixed) or a YAML file with a workload (classes or a
 trace). `--rate` and `--concurrency` take one value or a comma list (a step test); with neither,
@@ -51,7 +51,7 @@ def parser() -> argparse.ArgumentParser:
     size = p.add_mutually_exclusive_group()
     size.add_argument("--duration", type=float, help="seconds of sending per load")
     size.add_argument("--requests", type=int, help="measured requests per load (default 200)")
-    p.add_argument("--sla", default="", help='e.g. "p99_ttft_ms<=500,p99_e2e_ms<=8000"')
+    p.add_argument("--sla", default="", help='e.g. "p99_ttft_ms<=500,p99_e2el_ms<=8000"')
     p.add_argument("--output", type=Path, help="folder for records.parquet, summary.json, probes.json")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--api", choices=["completions", "chat"], default="completions")

@@ -14,15 +14,15 @@ from rich.table import Table
 
 COLUMNS = [  # (header, summary key, format)
     ("ok/failed", "", ""),
-    ("req/s", "requests_per_s", "{:.2f}"),
-    ("out tok/s", "output_tokens_per_s", "{:.0f}"),
-    ("goodput/s", "goodput_rps", "{:.2f}"),
-    ("TTFT p50", "ttft_ms.p50", "{:.1f}"),
-    ("TTFT p99", "ttft_ms.p99", "{:.1f}"),
-    ("TPOT p50", "tpot_ms.p50", "{:.2f}"),
-    ("TPOT p99", "tpot_ms.p99", "{:.2f}"),
-    ("ITL p99", "itl_ms.p99", "{:.2f}"),
-    ("E2E p99", "e2e_ms.p99", "{:.0f}"),
+    ("req/s", "request_throughput", "{:.2f}"),
+    ("out tok/s", "output_throughput", "{:.0f}"),
+    ("goodput/s", "request_goodput", "{:.2f}"),
+    ("TTFT p50", "p50_ttft_ms", "{:.1f}"),
+    ("TTFT p99", "p99_ttft_ms", "{:.1f}"),
+    ("TPOT p50", "p50_tpot_ms", "{:.2f}"),
+    ("TPOT p99", "p99_tpot_ms", "{:.2f}"),
+    ("ITL p99", "p99_itl_ms", "{:.2f}"),
+    ("E2E p99", "p99_e2el_ms", "{:.0f}"),
 ]
 
 

@@ -22,7 +22,7 @@ import numpy as np
 from tuner.load.records import RequestRecord
 from tuner.spec.sla import SLATerm
 
-_QUANTILE = {"p50": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99, "p99.9": 0.999, "max": 1.0}
+_QUANTILE = {"median": 0.5, "p50": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99, "p99.9": 0.999, "max": 1.0}
 
 
 @dataclass
@@ -54,9 +54,9 @@ class EarlyStop:
 
     def _sla(self, view: LiveView) -> str | None:
         for term in self.sla:
-            metric, _, stat = term.metric.partition(".")
+            stat, metric = term.latency or ("", "")
             q = _QUANTILE.get(stat)
-            if q is None or metric not in ("ttft_ms", "e2e_ms"):
+            if q is None or metric not in ("ttft", "e2el"):
                 continue  # tpot/itl/mean terms need finished requests; left to the final summary
             limit_s = term.limit / 1000.0
             values = [_value(r, metric) for r in view.completed if r.cls not in self.ignore]
@@ -104,11 +104,11 @@ class EarlyStop:
 def _value(r: RequestRecord, metric: str) -> float | None:
     if not r.ok:
         return None
-    return r.ttft_s if metric == "ttft_ms" else r.e2e_s
+    return r.ttft_s if metric == "ttft" else r.e2e_s
 
 
 def _still_over(r: RequestRecord, metric: str, limit_s: float, now_s: float) -> bool:
     """An unfinished request already past the limit will end over it."""
-    if metric == "ttft_ms":  # token_times fill live while a stream runs; first_token_s only at its end
+    if metric == "ttft":  # token_times fill live while a stream runs; first_token_s only at its end
         return r.first_token_s is None and not r.token_times and now_s - r.sent_s > limit_s
     return now_s - r.sent_s > limit_s

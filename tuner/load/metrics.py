@@ -1,15 +1,17 @@
-"""The summary of a load run: documented metric definitions (docs/load.md), vLLM's where names match.
+"""The summary of a load run, under `vllm bench serve`'s names and definitions (keys: tuner.common.metric_keys).
 
-- TTFT: first streamed token - sent. E2E: done - sent. TPOT: (E2E - TTFT) / (output tokens - 1),
+- TTFT: first streamed token - sent. E2EL: done - sent. TPOT: (E2EL - TTFT) / (output tokens - 1),
   for requests with >= 2 output tokens. ITL: every gap between consecutive streamed chunks, pooled
   over requests. All in milliseconds; percentiles by linear interpolation (numpy's default, as vLLM).
-- jitter.<m> = std / mean of that latency (the seeds' jitter coefficient).
-- rates over `duration_s` (given, else first send to last finish of the measured requests).
-- goodput_rps: finished requests whose own TTFT, TPOT, E2E (and largest ITL gap) meet every
-  latency limit of the SLA, per second.
+- jitter_<m> = std / mean of that latency (the seeds' jitter coefficient).
+- rates over `duration` (given, else first send to last finish of the measured requests).
+- request_goodput: vLLM's count: finished requests whose own TTFT, TPOT and E2EL meet every SLA limit
+  on those metrics (whatever the term's statistic: a limit is a per-request SLO), per second. A
+  request with < 2 output tokens has TPOT 0 for this, as in vLLM.
+- request_goodput_strict: also every streamed gap of the request within the ITL limit (not vLLM's).
 Warm-up records are excluded, and so are requests the client cancelled itself when it stopped a
-load point early (counted as `cancelled`, not as failures). Abnormal classes (the mixed profile's over-16K requests) are left out
-of the top-level keys and reported only under `class.<name>.*`.
+load point early (counted as `cancelled`, not as failures). Abnormal classes (the mixed profile's
+over-16K requests) are left out of the top-level keys and reported only under `class.<name>.*`.
 """
 
 from __future__ import annotations
@@ -19,12 +21,11 @@ from collections.abc import Collection, Sequence
 
 import numpy as np
 
+from tuner.common.metric_keys import JITTER_METRICS, LATENCY_METRICS, PERCENTILES, jitter_key, latency_key
 from tuner.load.profiles import ABNORMAL
 from tuner.load.records import RequestRecord
 from tuner.spec.sla import SLATerm
 
-LATENCIES = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
-PERCENTILES = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0, "p99.9": 99.9}
 NAN = float("nan")
 CANCELLED = "cancelled"  # prefix of the error of requests the client itself cancelled (early stop)
 
@@ -42,7 +43,7 @@ def summarize(records: Sequence[RequestRecord], *, sla: Sequence[SLATerm] = (), 
     for name in sorted({r.cls for r in measured}):
         cls = [r for r in measured if r.cls == name]
         out.update({f"class.{name}.{k}": v for k, v in _summary(cls, sla, duration_s).items()
-                    if k != "duration_s"})
+                    if k != "duration"})
     return out
 
 
@@ -61,12 +62,13 @@ def span(records: Sequence[RequestRecord]) -> float:
 
 
 def stats(values: np.ndarray) -> dict[str, float]:
-    """mean, std (population), percentiles and max; NaN when there are no values."""
+    """mean, std (population), median, percentiles and max; NaN when there are no values."""
     if values.size == 0:
-        return {"mean": NAN, "std": NAN, **{k: NAN for k in PERCENTILES}, "max": NAN}
+        return {"mean": NAN, "std": NAN, "median": NAN, **{k: NAN for k in PERCENTILES}, "max": NAN}
     pct = np.percentile(values, list(PERCENTILES.values()))
-    return {"mean": float(values.mean()), "std": float(values.std()),
-            **{k: float(v) for k, v in zip(PERCENTILES, pct, strict=True)}, "max": float(values.max())}
+    by = {k: float(v) for k, v in zip(PERCENTILES, pct, strict=True)}
+    return {"mean": float(values.mean()), "std": float(values.std()), "median": by["p50"], **by,
+            "max": float(values.max())}
 
 
 def latencies(records: Sequence[RequestRecord]) -> dict[str, np.ndarray]:
@@ -74,25 +76,31 @@ def latencies(records: Sequence[RequestRecord]) -> dict[str, np.ndarray]:
     ok = [r for r in records if r.ok]
     ttft = [r.ttft_s for r in ok if r.ttft_s is not None]
     tpot = [r.tpot_s for r in ok if r.tpot_s is not None]
-    e2e = [r.e2e_s for r in ok if r.e2e_s is not None]
+    e2el = [r.e2e_s for r in ok if r.e2e_s is not None]
     gaps = [np.diff(r.token_times) for r in ok if len(r.token_times) > 1]
     itl = np.concatenate(gaps) if gaps else np.zeros(0)
-    return {"ttft_ms": np.asarray(ttft, dtype=float) * 1e3, "tpot_ms": np.asarray(tpot, dtype=float) * 1e3,
-            "itl_ms": itl * 1e3, "e2e_ms": np.asarray(e2e, dtype=float) * 1e3}
+    return {"ttft": np.asarray(ttft, dtype=float) * 1e3, "tpot": np.asarray(tpot, dtype=float) * 1e3,
+            "itl": itl * 1e3, "e2el": np.asarray(e2el, dtype=float) * 1e3}
 
 
-def meets_request(r: RequestRecord, sla: Sequence[SLATerm]) -> bool:
-    """One finished request against every latency limit (the goodput rule)."""
+def meets_request(r: RequestRecord, sla: Sequence[SLATerm], *, strict: bool = False) -> bool:
+    """One finished request against every per-request SLO: the goodput rule (vLLM's unless `strict`).
+
+    vLLM's goodput takes TTFT, TPOT and E2EL SLOs; `strict` also holds every ITL gap to an ITL limit.
+    """
     if not r.ok:
         return False
     for term in sla:
-        metric = term.metric.partition(".")[0]
-        if metric == "error_rate":
-            continue
-        if metric == "itl_ms":
+        parts = term.latency
+        if parts is None:
+            continue  # error_rate: not a per-request figure
+        metric = parts[1]
+        if metric == "itl":
+            if not strict:
+                continue
             value = float(np.max(np.diff(r.token_times))) if len(r.token_times) > 1 else None
         else:
-            value = {"ttft_ms": r.ttft_s, "tpot_ms": r.tpot_s, "e2e_ms": r.e2e_s}[metric]
+            value = {"ttft": r.ttft_s, "tpot": r.tpot_s, "e2el": r.e2e_s}[metric]
         if value is not None and value * 1e3 > term.limit:
             return False
     return True
@@ -101,26 +109,30 @@ def meets_request(r: RequestRecord, sla: Sequence[SLATerm]) -> bool:
 def _summary(records: Sequence[RequestRecord], sla: Sequence[SLATerm], duration_s: float) -> dict[str, float]:
     out: dict[str, float] = {}
     lat = latencies(records)
-    for metric in LATENCIES:
-        for k, v in stats(lat[metric]).items():
-            out[f"{metric}.{k}"] = v
-    for m in ("ttft", "tpot", "e2e"):
-        mean, std = out[f"{m}_ms.mean"], out[f"{m}_ms.std"]
-        out[f"jitter.{m}"] = std / mean if mean and not math.isnan(mean) else NAN
+    for metric in LATENCY_METRICS:
+        for stat, v in stats(lat[metric]).items():
+            out[latency_key(stat, metric)] = v
+    for m in JITTER_METRICS:
+        mean, std = out[latency_key("mean", m)], out[latency_key("std", m)]
+        out[jitter_key(m)] = std / mean if mean and not math.isnan(mean) else NAN
     ok = [r for r in records if r.ok]
     completed, failed = len(ok), len(records) - len(ok)
     out_tokens = sum(r.output_tokens for r in ok)
     in_tokens = sum(r.input_len for r in ok)
     good = sum(meets_request(r, sla) for r in ok)
+    good_strict = sum(meets_request(r, sla, strict=True) for r in ok)
     per_s = 1.0 / duration_s if duration_s > 0 else NAN
     out.update({
-        "requests_per_s": completed * per_s,
-        "output_tokens_per_s": out_tokens * per_s,
-        "total_tokens_per_s": (in_tokens + out_tokens) * per_s,
-        "goodput_rps": good * per_s,
+        "request_throughput": completed * per_s,
+        "output_throughput": out_tokens * per_s,
+        "total_token_throughput": (in_tokens + out_tokens) * per_s,
+        "request_goodput": good * per_s,
+        "request_goodput_strict": good_strict * per_s,
         "error_rate": failed / len(records) if records else 0.0,
         "completed": float(completed),
         "failed": float(failed),
-        "duration_s": float(duration_s),
+        "total_input_tokens": float(in_tokens),
+        "total_output_tokens": float(out_tokens),
+        "duration": float(duration_s),
     })
     return out

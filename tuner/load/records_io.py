@@ -15,7 +15,7 @@ SCHEMA = pa.schema([
     ("id", pa.int64()), ("cls", pa.string()), ("input_len", pa.int64()), ("output_len", pa.int64()),
     ("sent_s", pa.float64()), ("first_token_s", pa.float64()), ("done_s", pa.float64()),
     ("output_tokens", pa.int64()), ("error", pa.string()), ("preemptions", pa.int64()), ("warmup", pa.bool_()),
-    ("ttft_ms", pa.float64()), ("tpot_ms", pa.float64()), ("e2e_ms", pa.float64()),
+    ("ttft_ms", pa.float64()), ("tpot_ms", pa.float64()), ("e2el_ms", pa.float64()),
     ("token_times", pa.list_(pa.float64())),
 ])
 
@@ -56,7 +56,7 @@ class RecordWriter:
             "output_tokens": [r.output_tokens for r in rows], "error": [r.error for r in rows],
             "preemptions": [r.preemptions for r in rows], "warmup": [r.warmup for r in rows],
             "ttft_ms": [_ms(r.ttft_s) for r in rows], "tpot_ms": [_ms(r.tpot_s) for r in rows],
-            "e2e_ms": [_ms(r.e2e_s) for r in rows], "token_times": [r.token_times for r in rows],
+            "e2el_ms": [_ms(r.e2e_s) for r in rows], "token_times": [r.token_times for r in rows],
         }
         for name in self.extra:
             cols[name] = [e.get(name) for e in extras]
@@ -84,7 +84,7 @@ def read_records(path: Path) -> pa.Table:
 
 def to_records(table: pa.Table) -> list[RequestRecord]:
     """Rebuild RequestRecords from a table written by RecordWriter (e.g. to summarize again)."""
-    rows = table.select([f.name for f in SCHEMA if f.name not in ("ttft_ms", "tpot_ms", "e2e_ms")]).to_pylist()
+    rows = table.select([f.name for f in SCHEMA if f.name not in ("ttft_ms", "tpot_ms", "e2el_ms")]).to_pylist()
     return [RequestRecord(**{k: (v if v is not None or k != "token_times" else []) for k, v in row.items()})
             for row in rows]
 

@@ -39,7 +39,7 @@ def in_flight(study: Study, capacity: float, metrics: dict[str, float]) -> float
     """Requests one replica holds at its SLA capacity."""
     if study.capacity.mode == "concurrency":
         return max(capacity, 1.0)
-    e2e_ms = metrics.get("e2e_ms.mean") or metrics.get("e2e_ms.p50")
+    e2e_ms = metrics.get("mean_e2el_ms") or metrics.get("p50_e2el_ms")
     if not e2e_ms or math.isnan(e2e_ms):
         return max(capacity, 1.0)  # no latency measured: at least one request per req/s
     return max(capacity * e2e_ms / 1000.0, 1.0)

@@ -29,7 +29,7 @@ class StudyProgress:
         total_trials: int,
         time_limit_s: float | None,
         *,
-        objective_metric: str = "output_tokens_per_s",
+        objective_metric: str = "output_throughput",
         stream: IO[str] | None = None,
         live: bool | None = None,
         clock: Any = time.monotonic,

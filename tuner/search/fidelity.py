@@ -19,7 +19,7 @@ from typing import Any
 from tuner.spec.sla import SLATerm, meets
 
 # Objectives that grow with the sustained load of a fixed workload: a lower capacity cannot win.
-LOAD_SCALED = ("output_tokens_per_s", "total_tokens_per_s", "requests_per_s", "goodput_rps")
+LOAD_SCALED = ("output_throughput", "total_token_throughput", "request_throughput", "request_goodput")
 
 
 class StopTrial(Exception):
@@ -36,7 +36,7 @@ class RungStop:
 
     incumbent: float | None  # best SLA-feasible objective of the study so far (None: never stop)
     sla: Sequence[SLATerm]
-    metric: str = "output_tokens_per_s"
+    metric: str = "output_throughput"
     margin: float = 0.05  # relative: stop when upper * (1 + margin) < incumbent
     incumbent_load: float | None = None  # the incumbent's capacity (req/s or concurrency)
     lower: float | None = None  # best objective at an SLA-feasible point so far

@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from tuner.common.errors import SpecError
-from tuner.spec.sla import SLATerm, is_summary_key, parse_sla
+from tuner.spec.sla import SLATerm, is_summary_key, parse_sla, renamed_hint
 from tuner.spec.space_file import SearchSpaceRef
 from tuner.spec.workload import Workload
 
@@ -82,17 +82,20 @@ class CapacitySettings(Strict):
 
 
 class Objective(Strict):
-    metric: str = "output_tokens_per_s"  # maximised at the SLA capacity
+    metric: str = "output_throughput"  # maximised at the SLA capacity
     mode: Literal["constrained", "multi"] = "constrained"  # multi: throughput vs p99 latency (Pareto)
-    latency_metric: str = "ttft_ms.p99"  # second objective in multi mode and for the Pareto front
+    latency_metric: str = "p99_ttft_ms"  # second objective in multi mode and for the Pareto front
 
     @field_validator("metric", "latency_metric")
     @classmethod
     def _known(cls, v: str) -> str:
         """A misspelt metric would run the whole study and rank every trial as None."""
+        hint = renamed_hint(v)
+        if hint is not None:
+            raise ValueError(f"old metric name {v!r} | fix: {hint}")
         if not is_summary_key(v):
-            raise ValueError(f"unknown metric {v!r} | fix: use a summary key such as output_tokens_per_s, "
-                             "requests_per_s, goodput_rps or ttft_ms.p99 (per class: class.<name>.<key>)")
+            raise ValueError(f"unknown metric {v!r} | fix: use a summary key such as output_throughput, "
+                             "request_throughput, request_goodput or p99_ttft_ms (per class: class.<name>.<key>)")
         return v
 
 

@@ -27,9 +27,9 @@ STUDY_TAG = "servetune.study"
 TRIAL_TAG = "servetune.trial_id"
 KIND_TAG = "servetune.kind"
 LOGGED_METRICS = (
-    "output_tokens_per_s", "requests_per_s", "total_tokens_per_s", "goodput_rps", "error_rate",
-    "ttft_ms.p50", "ttft_ms.p90", "ttft_ms.p99", "ttft_ms.p99.9", "tpot_ms.p50", "tpot_ms.p99",
-    "itl_ms.p50", "itl_ms.p99", "e2e_ms.p50", "e2e_ms.p99", "e2e_ms.p99.9", "jitter.e2e",
+    "output_throughput", "request_throughput", "total_token_throughput", "request_goodput", "error_rate",
+    "p50_ttft_ms", "p90_ttft_ms", "p99_ttft_ms", "p99.9_ttft_ms", "p50_tpot_ms", "p99_tpot_ms",
+    "p50_itl_ms", "p99_itl_ms", "p50_e2el_ms", "p99_e2el_ms", "p99.9_e2el_ms", "jitter_e2el",
 )
 
 
@@ -142,7 +142,7 @@ class StudyTracker:
             params=[Param(k, json.dumps(v) if isinstance(v, (dict, list)) else str(v)) for k, v in params.items()],
         )
         for i, p in enumerate(t.points):  # every load point, as steps, for the UI's metric plots
-            batch = [Metric(f"point.{k}", f, ts, i) for k in ("load", "output_tokens_per_s", "ttft_ms.p99", "e2e_ms.p99")
+            batch = [Metric(f"point.{k}", f, ts, i) for k in ("load", "output_throughput", "p99_ttft_ms", "p99_e2el_ms")
                      if (f := finite_float(p.get(k))) is not None]
             if batch:
                 self.client.log_batch(rid, metrics=batch)

@@ -15,6 +15,7 @@ import plotly.graph_objects as go
 import pyarrow.parquet as pq
 from plotly.subplots import make_subplots
 
+from tuner.common.metric_keys import split_latency
 from tuner.common.numeric import finite_float
 from tuner.run.outputs import pareto
 from tuner.spec.sla import SLATerm
@@ -122,8 +123,9 @@ def latency_cdf_figure(
     best_is_promoted: bool = True,
 ) -> go.Figure:
     """Per-request latency CDFs of the chosen config against the baseline, at each one's capacity."""
-    base_col = latency_metric.split(".")[0]
-    columns = list(dict.fromkeys([base_col, "e2e_ms"]))
+    parts = split_latency(latency_metric)
+    base_col = f"{parts[1]}_ms" if parts else "ttft_ms"  # records.parquet columns: ttft_ms, tpot_ms, e2el_ms
+    columns = list(dict.fromkeys([base_col, "e2el_ms"]))
     fig = make_subplots(rows=1, cols=len(columns), subplot_titles=columns)
     label = "promoted" if best_is_promoted else "best feasible"
     series = [(label, best, COLORS["promoted"])]
@@ -144,7 +146,7 @@ def latency_cdf_figure(
                                      showlegend=col_i == 1, line={"color": color}), row=1, col=col_i)
             drawn += 1
         for term in sla:
-            if term.metric.split(".")[0] == column and term.name.startswith("p99_"):
+            if term.latency is not None and f"{term.latency[1]}_ms" == column and term.latency[0] == "p99":
                 fig.add_vline(x=term.limit, line={"color": COLORS["infeasible"], "dash": "dash"}, row=1, col=col_i)
         fig.add_hline(y=0.99, line={"color": "#888888", "dash": "dot"}, row=1, col=col_i)
     if not drawn:
@@ -252,7 +254,7 @@ def _recompute(cols: dict[str, list[Any]], column: str, n: int) -> list[float | 
             continue
         if column == "ttft_ms" and f is not None:
             out[i] = (f - s) * 1000.0
-        elif column == "e2e_ms" and d is not None:
+        elif column == "e2el_ms" and d is not None:
             out[i] = (d - s) * 1000.0
         elif column == "tpot_ms" and f is not None and d is not None and toks and (toks[i] or 0) >= 2:
             out[i] = (d - f) * 1000.0 / (toks[i] - 1)

@@ -7,6 +7,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from tuner.common.metric_keys import renamed
 from tuner.trial.outcome import TrialOutcome
 
 
@@ -68,8 +69,8 @@ class TrialResult:
         }
         for k, v in self.params.items():
             row[f"param.{k}"] = str(v)
-        for k in ("output_tokens_per_s", "requests_per_s", "goodput_rps", "ttft_ms.p99", "tpot_ms.p99",
-                  "itl_ms.p99", "e2e_ms.p99", "ttft_ms.p50", "error_rate"):
+        for k in ("output_throughput", "request_throughput", "request_goodput", "p99_ttft_ms", "p99_tpot_ms",
+                  "p99_itl_ms", "p99_e2el_ms", "p50_ttft_ms", "error_rate"):
             row[f"metric.{k}"] = self.metrics.get(k)
         return row
 
@@ -85,8 +86,8 @@ class TrialResult:
             reason=row.get("reason") or "",
             capacity=_opt(row.get("capacity")),
             objective=_opt(row.get("objective")),
-            metrics=json.loads(row["metrics_json"]),
-            points=json.loads(row["points_json"]),
+            metrics=current_names(json.loads(row["metrics_json"])),
+            points=[current_names(p) for p in json.loads(row["points_json"])],
             start_s=_opt(row.get("start_s")),
             wall_s=float(row.get("wall_s") or 0.0),
             records_path=row.get("records_path"),
@@ -109,3 +110,8 @@ def _opt(v: Any) -> float | None:
         return None
     f = float(v)
     return None if math.isnan(f) else f
+
+
+def current_names(d: dict[str, Any]) -> dict[str, Any]:
+    """A stored summary under today's keys: trials.parquet written before the vLLM names still reads."""
+    return {renamed(k) or k: v for k, v in d.items()}
