@@ -6,18 +6,14 @@ token, found by a byte pattern instead of a JSON parse (the hot path: one event 
 with `usage` or `error` are parsed as JSON. An empty text (e.g. chat's first, role-only chunk) is
 no token.
 
-`BatchClock` gives every stream read in one pass of the event loop the same timestamp: the time
-the pass began handling readable sockets. All of that data was in before the pass began, so
-the stamp is still an upper bound of each chunk's arrival, but it no longer grows with the
-number of streams handled before it in the pass (a batching engine writes to all of them at once).
+Timestamps come from the caller: tuner.load.http1 stamps each socket read when the event loop
+gets it, before any parsing, so the parser's cost never lands in a token's time.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
-import time
 
 from tuner.load.sse import SSEParser
 
@@ -25,26 +21,8 @@ _TEXT = re.compile(rb'"(?:text|content|reasoning_content|reasoning)"\s*:\s*"(?!"
 _PARSE = re.compile(rb'"usage"\s*:\s*\{|"error"|"object"\s*:\s*"error"')
 
 
-class BatchClock:
-    __slots__ = ("_loop", "_t")
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
-        self._t: float | None = None
-
-    def now(self) -> float:
-        t = self._t
-        if t is None:
-            t = self._t = time.perf_counter()
-            self._loop.call_soon(self._reset)  # runs at the start of the next pass
-        return t
-
-    def _reset(self) -> None:
-        self._t = None
-
-
 class StreamReader:
-    __slots__ = ("done", "error", "first", "parser", "times", "usage_tokens")
+    __slots__ = ("done", "done_at", "error", "first", "parser", "times", "usage_tokens")
 
     def __init__(self, times: list[float]) -> None:
         self.parser = SSEParser()
@@ -53,6 +31,7 @@ class StreamReader:
         self.usage_tokens: int | None = None
         self.error: str | None = None
         self.done = False
+        self.done_at: float | None = None  # time of the read that carried [DONE]
 
     def feed(self, chunk: bytes, now: float) -> None:
         for data in self.parser.feed(chunk):
@@ -65,6 +44,7 @@ class StreamReader:
     def _event(self, data: bytes, now: float) -> None:
         if data == b"[DONE]":
             self.done = True
+            self.done_at = now
             return
         if _TEXT.search(data) is not None:
             if self.first is None:

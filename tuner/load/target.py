@@ -1,26 +1,37 @@
 """Where load goes: a real OpenAI-compatible HTTP endpoint, or the simulator's virtual time.
 
-`HttpTarget` is the one streaming client: asyncio + aiohttp, one connection pool per run, one SSE
+`HttpTarget` is the one streaming client: asyncio (uvloop when installed) and servetune's own
+HTTP/1.1 client (tuner.load.http1: every socket read timestamped as the loop gets it), one SSE
 parser for both endpoints, per-request timestamps (sent, every streamed chunk, done), the server's
 usage, and errors or timeouts recorded as data. Warm-up requests run first, as their own phase, so
 they never overlap measured ones; each phase has its own clock (seconds since the phase began).
+
+What keeps the client's own time out of the measurements: request bodies are built before their
+send time; connections are opened before the measured window; records reach the sink (a Parquet
+writer) only after the window; GC runs over a frozen heap; and the client's own delay is measured
+throughout (tuner.load.ruler) and reported with the run as `client.*`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
+import math
 import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol
+from urllib.parse import urlsplit
 
 import aiohttp
 
 from tuner.load.earlystop import LiveView
+from tuner.load.http1 import Client, HttpError
 from tuner.load.probes import GpuSampler, sample_gpus, scrape_metrics
 from tuner.load.prompts import PromptBuilder
 from tuner.load.records import Request, RequestRecord
-from tuner.load.stream import BatchClock, StreamReader
+from tuner.load.ruler import Ruler
+from tuner.load.stream import StreamReader
 
 if TYPE_CHECKING:
     from tuner.sim import SimulatedEngine
@@ -66,6 +77,8 @@ class HttpTarget:
         root = base_url.rstrip("/").removesuffix("/v1")
         self.root, self.model, self.api = root, model, api
         self.url = f"{root}/v1/chat/completions" if api == "chat" else f"{root}/v1/completions"
+        prefix = urlsplit(root).path.rstrip("/")
+        self.path = f"{prefix}/v1/chat/completions" if api == "chat" else f"{prefix}/v1/completions"
         if api == "chat" and prompt_mode == "token_ids":
             from tuner.common.errors import SpecError
 
@@ -75,6 +88,7 @@ class HttpTarget:
         self.timeout_s, self.ignore_eos = timeout_s, ignore_eos
         self.scrape, self.metrics_prefix = scrape_metrics, metrics_prefix
         self.last_probes: list[dict[str, Any]] = []
+        self.last_client: dict[str, float] = {}  # the client's own timing error in the last measured window
         self.stopped_early: str | None = None  # reason the last run was stopped, if it was
         self.t0 = 0.0  # perf_counter() at the start of the last measured phase
 
@@ -106,41 +120,58 @@ class HttpTarget:
         """Warm-up phase, then the measured phase. Open loop at each request's `arrival_s`, at most
         `concurrency` in flight (closed loop when every arrival is 0). `stop` is asked every 0.25 s
         and a reason ends the run (in-flight requests cancelled); `send_until_s` stops sending
-        new requests after that many seconds and lets those in flight finish."""
-        self.last_probes, self.stopped_early = [], None
-        self._clock = BatchClock(asyncio.get_running_loop())
+        new requests after that many seconds and lets those in flight finish. `sink` gets every
+        record when its phase has ended (writing them mid-phase would stall the event loop)."""
+        self.last_probes, self.stopped_early, self.last_client = [], None, {}
         warm = [r for r in requests if r.warmup]
         measured = [r for r in requests if not r.warmup]
+        client = Client(self.root)
+        ruler = Ruler()
+        await ruler.start()
         connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
         timeout = aiohttp.ClientTimeout(total=self.timeout_s)
-        # `sent` is when the body goes to the socket: connection set-up and request building are
-        # the client's time, not the engine's, and would otherwise leak into TTFT and E2E.
-        trace = aiohttp.TraceConfig()
-        trace.on_request_chunk_sent.append(_mark_sent)
-        async with aiohttp.ClientSession(connector=connector, timeout=timeout, trace_configs=[trace]) as session:
+        frozen = False
+        async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
             gpus = GpuSampler()
             probes = self._start_probes(session, gpus)
             try:
                 records: list[RequestRecord] = []
                 if warm:
-                    records += await self._phase(session, warm, concurrency or len(warm), sink, None, None, None)
+                    records += await self._phase(client, warm, concurrency or len(warm), None, None, None, None)
+                await client.warm(_pool_size(warm, measured, records, concurrency))
+                # objects alive now (the requests, the warm-up) are never garbage: keep the collector off them
+                gc.collect()
+                gc.freeze()
+                frozen = True
+                ruler.reset()
+                connects = client.connects
                 bar = _Progress(len(measured)) if progress else None
                 try:
-                    records += await self._phase(session, measured, concurrency, sink, stop, send_until_s, bar)
+                    records += await self._phase(client, measured, concurrency, stop, send_until_s, bar, ruler)
                 finally:
+                    ruler.connects = client.connects - connects
+                    ruler.stop()
+                    self.last_client = ruler.summary()
                     if bar is not None:
                         bar.close()
             finally:
+                if frozen:
+                    gc.unfreeze()
+                ruler.stop()
+                client.close()
                 for task in probes:
                     task.cancel()
                 await asyncio.gather(*probes, return_exceptions=True)
                 gpus.close()
+        if sink is not None:
+            for rec in records:
+                sink(rec)
         return records
 
     # ---- one phase ----------------------------------------------------------------------------
-    async def _phase(self, session: aiohttp.ClientSession, requests: list[Request], concurrency: int | None,
-                     sink: Sink | None, stop: StopCheck | None, send_until_s: float | None,
-                     bar: _Progress | None) -> list[RequestRecord]:
+    async def _phase(self, client: Client, requests: list[Request], concurrency: int | None,
+                     stop: StopCheck | None, send_until_s: float | None, bar: _Progress | None,
+                     ruler: Ruler | None = None) -> list[RequestRecord]:
         t0 = time.perf_counter()
         if not any(r.warmup for r in requests):
             self.t0 = t0
@@ -153,6 +184,8 @@ class HttpTarget:
         tasks: set[asyncio.Task[None]] = set()
         state: dict[str, Any] = {"sent": 0, "reason": None}
         sent_ids: set[int] = set()
+        late = ruler.send_late if ruler is not None else None
+        open_loop = any(r.arrival_s > 0 for r in requests)
 
         def finished(rec: RequestRecord) -> None:
             inflight.pop(rec.id, None)
@@ -162,13 +195,13 @@ class HttpTarget:
                 sem.release()
             if bar is not None:
                 bar.advance()
-            if sink is not None:
-                sink(rec)
 
         async def dispatch() -> None:
             for i in order:
                 req = requests[i]
-                await _sleep_until(t0 + req.arrival_s)
+                payload = self._prepared(client, req)  # built before its send time, not in it
+                due = t0 + req.arrival_s
+                await _sleep_until(due)
                 if sem is not None:
                     await sem.acquire()
                 if send_until_s is not None and time.perf_counter() - t0 >= send_until_s:
@@ -176,11 +209,13 @@ class HttpTarget:
                         sem.release()
                     break
                 rec = records[i]
-                rec.sent_s = time.perf_counter() - t0  # refined when the body is written
+                rec.sent_s = time.perf_counter() - t0  # refined when the bytes are written
+                if late is not None and open_loop:
+                    late.append(rec.sent_s - req.arrival_s)
                 inflight[rec.id] = rec
                 sent_ids.add(rec.id)
                 state["sent"] += 1
-                task = asyncio.create_task(self._one(session, req, rec, t0, finished))
+                task = asyncio.create_task(self._one(client, payload, rec, t0, finished))
                 tasks.add(task)
                 task.add_done_callback(tasks.discard)
 
@@ -231,43 +266,51 @@ class HttpTarget:
             body["prompt"] = prompt
         return json.dumps(body, separators=(",", ":")).encode()
 
-    async def _one(self, session: aiohttp.ClientSession, req: Request, rec: RequestRecord, t0: float,
-                   finished: Callable[[RequestRecord], None]) -> None:
+    def _prepared(self, client: Client, req: Request) -> bytes:
+        """The request's bytes on the wire (head and body)."""
         body = self._payload(req)
-        headers = {"Content-Type": "application/json", "X-Request-Id": f"st-{req.id}"}
-        perf = time.perf_counter
-        rec.sent_s = perf() - t0
+        headers = {"Content-Type": "application/json", "Accept": "text/event-stream",
+                   "X-Request-Id": f"st-{req.id}"}
+        return client.head("POST", self.path, headers, body) + body
+
+    async def _one(self, client: Client, payload: bytes, rec: RequestRecord, t0: float,
+                   finished: Callable[[RequestRecord], None]) -> None:
+        reader = StreamReader(rec.token_times)
+        last = [math.nan]
+
+        def on_body(data: bytes, t: float) -> None:
+            last[0] = t - t0
+            reader.feed(data, last[0])
+
+        def on_sent(t: float) -> None:
+            rec.sent_s = t - t0  # right before the bytes go to the socket, on a connection already open
+
         try:
-            async with session.post(self.url, data=body, headers=headers, trace_request_ctx=(rec, t0)) as resp:
-                if resp.status != 200:
-                    text = (await resp.text())[:200].replace("\n", " ")
-                    rec.error = f"http {resp.status}: {text}"
-                    return
-                await self._stream(resp, rec, t0)
+            resp = await asyncio.wait_for(client.request("POST", self.path, prepared=payload, on_body=on_body,
+                                                         on_sent=on_sent), self.timeout_s)
+            if resp.status != 200:
+                text = resp.body[:200].decode("utf-8", "replace").replace("\n", " ")
+                rec.error = f"http {resp.status}: {text}"
+                return
+            reader.close(last[0])
+            rec.first_token_s = reader.first
+            rec.done_s = reader.done_at if reader.done_at is not None else last[0]
+            rec.output_tokens = reader.usage_tokens if reader.usage_tokens is not None else len(rec.token_times)
+            rec.error = rec.error or reader.error
+            if rec.error is None and not reader.done:
+                rec.error = "stream ended without [DONE]"
         except asyncio.CancelledError:
             rec.error = "cancelled: load point stopped early"
         except TimeoutError:
             rec.error = f"timeout after {self.timeout_s:g} s"
-        except aiohttp.ClientError as exc:
+        except (HttpError, OSError) as exc:
             rec.error = f"{type(exc).__name__}: {exc}"[:200]
         finally:
             if rec.error is not None:
                 rec.done_s = None
+                if rec.first_token_s is None:
+                    rec.first_token_s = reader.first
             finished(rec)
-
-    async def _stream(self, resp: aiohttp.ClientResponse, rec: RequestRecord, t0: float) -> None:
-        reader = StreamReader(rec.token_times)
-        clock = self._clock.now
-        async for chunk in resp.content.iter_any():
-            reader.feed(chunk, clock() - t0)
-        now = time.perf_counter() - t0
-        reader.close(now)
-        rec.first_token_s = reader.first
-        rec.done_s = now
-        rec.output_tokens = reader.usage_tokens if reader.usage_tokens is not None else len(rec.token_times)
-        rec.error = rec.error or reader.error
-        if rec.error is None and not reader.done:
-            rec.error = "stream ended without [DONE]"
 
     # ---- probes ---------------------------------------------------------------------------------
     def _start_probes(self, session: aiohttp.ClientSession, gpus: GpuSampler) -> list[asyncio.Task[None]]:
@@ -285,6 +328,21 @@ class HttpTarget:
         return tasks
 
 
+def _pool_size(warm: list[Request], measured: list[Request], done: list[RequestRecord],
+               concurrency: int | None) -> int:
+    """Connections to open before the measured window: its concurrency, or for open loop the
+    arrival rate times twice the warm-up's longest request (at least 8), capped by the request count."""
+    if not measured:
+        return 0
+    if concurrency:
+        return min(concurrency, len(measured))
+    span = max(r.arrival_s for r in measured) - min(r.arrival_s for r in measured)
+    if span <= 0:
+        return min(len(measured), 1024)
+    longest = max((r.e2e_s for r in done if r.e2e_s is not None), default=1.0)
+    return int(min(len(measured), 1024, max(8, math.ceil(len(measured) / span * 2 * longest) + 4)))
+
+
 async def _sleep_until(deadline: float) -> None:
     """Timers may fire up to a clock tick early (uvloop rounds to 1 ms): never wake before `deadline`."""
     for _ in range(100):
@@ -292,11 +350,6 @@ async def _sleep_until(deadline: float) -> None:
         if delay <= 0:
             return
         await asyncio.sleep(delay)
-
-
-async def _mark_sent(session: aiohttp.ClientSession, ctx: Any, params: Any) -> None:
-    rec, t0 = ctx.trace_request_ctx
-    rec.sent_s = time.perf_counter() - t0
 
 
 class _Progress:

@@ -1,0 +1,178 @@
+"""The client's own timing error, measured during every run: the error bar of every latency figure.
+
+Every latency servetune reports is read off its own client, so the client's delay in noticing a
+byte is the error of every TTFT, ITL and E2E. `Ruler` measures that delay the way a token sees it:
+a small helper process writes its `perf_counter()` (CLOCK_MONOTONIC, shared by all processes on
+Linux) into a pipe every few milliseconds, the event loop reads the pipe like a stream socket,
+and the gap between the write and the loop's timestamp is one sample. A busy loop (parsing a
+burst, a Parquet write, a GC pause, a probe) and the OS scheduling the client late (a loaded
+machine) both show up in it, exactly as they would in a token's timestamp. GC pauses are kept
+too, from `gc.callbacks`.
+
+Summary keys (`client.*`, milliseconds):
+- `client.lag_ms.{p50,p99,p99.9,max}` and `client.samples`: the write-to-timestamp gaps.
+- `client.error_ms`: the error bar, `client.lag_ms.p99`.
+- `client.gc_ms.{max,total}`: garbage-collection pauses in the window.
+- `client.send_late_ms.p99`: how late requests went out against their schedule (open loop).
+- `client.connects`: connections opened inside the measured window (0 when warmed up).
+- `client.error_budget_ms`, `client.suspect`: with an SLA, the budget is `MAX_ERROR_FRACTION` of the
+  tightest latency term; `client.suspect` is 1 when `client.error_ms` is over it (or unmeasured):
+  the run's latencies are not to be trusted to that precision.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import math
+import os
+import struct
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from tuner.spec.sla import SLATerm
+
+PERIOD_S = 0.005
+MAX_ERROR_FRACTION = 0.05  # a run is suspect when the client's P99 error exceeds 5% of the tightest SLA term
+_LATENCY_METRICS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
+_PINGER = (
+    "import os,struct,sys,time\n"
+    "fd=int(sys.argv[1]);p=float(sys.argv[2]);pc=time.perf_counter;pack=struct.pack\n"
+    "try:\n"
+    " while True:\n"
+    "  time.sleep(p)\n"
+    "  os.write(fd,pack('d',pc()))\n"
+    "except OSError:\n"
+    " pass\n"
+)
+
+
+class _PipeReader(asyncio.Protocol):
+    def __init__(self, out: list[float]) -> None:
+        self.out = out
+        self.buf = b""
+        self.since = 0.0  # samples written before this (perf_counter) are not counted
+
+    def data_received(self, data: bytes) -> None:
+        now = time.perf_counter()
+        buf = self.buf + data
+        n = len(buf) // 8
+        for (t,) in struct.iter_unpack("d", buf[:n * 8]):
+            if t >= self.since:
+                self.out.append(now - t)
+        self.buf = buf[n * 8:]
+
+
+class Ruler:
+    """Start before the measured window, `stop()` after it; `summary()` gives the `client.*` keys."""
+
+    def __init__(self, period_s: float = PERIOD_S) -> None:
+        self.period_s = period_s
+        self.gaps: list[float] = []
+        self.gc_pauses: list[float] = []
+        self.send_late: list[float] = []
+        self.connects = 0
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._transport: asyncio.BaseTransport | None = None
+        self._reader = _PipeReader(self.gaps)
+        self._gc_start: float | None = None
+        self._on = False
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        pipe = self._spawn()
+        self._transport, _ = await loop.connect_read_pipe(lambda: self._reader, pipe)
+        gc.callbacks.append(self._gc)
+        self._on = True
+
+    def _spawn(self) -> Any:
+        """The helper process (before the measured window: a fork costs the loop a few ms)."""
+        r, w = os.pipe()
+        try:
+            self._proc = subprocess.Popen([sys.executable, "-S", "-c", _PINGER, str(w), str(self.period_s)],
+                                          pass_fds=(w,), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                          stderr=subprocess.DEVNULL)
+        except OSError:
+            self._proc = None  # no helper: the run goes on, its error bar is unmeasured (client.suspect)
+        finally:
+            os.close(w)
+        return os.fdopen(r, "rb", buffering=0)
+
+    def stop(self) -> None:
+        if not self._on:
+            return
+        self._on = False
+        with contextlib.suppress(ValueError):
+            gc.callbacks.remove(self._gc)
+        if self._transport is not None:
+            self._transport.close()
+        if self._proc is not None:
+            self._proc.kill()
+            self._proc.wait()
+
+    def reset(self) -> None:
+        """Forget samples so far (the warm-up phase's, anything written before now), keep measuring."""
+        self._reader.since = time.perf_counter()
+        self.gaps.clear()
+        self.gc_pauses.clear()
+        self.send_late.clear()
+
+    def _gc(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._gc_start = time.perf_counter()
+        elif self._gc_start is not None:
+            self.gc_pauses.append(time.perf_counter() - self._gc_start)
+            self._gc_start = None
+
+    def summary(self) -> dict[str, float]:
+        gaps = np.asarray(self.gaps, dtype=float) * 1e3
+        out: dict[str, float] = {"client.samples": float(gaps.size)}
+        if gaps.size:
+            p50, p99, p999 = np.percentile(gaps, [50, 99, 99.9])
+            out.update({"client.lag_ms.p50": float(p50), "client.lag_ms.p99": float(p99),
+                        "client.lag_ms.p99.9": float(p999), "client.lag_ms.max": float(gaps.max())})
+        else:
+            out.update({f"client.lag_ms.{k}": math.nan for k in ("p50", "p99", "p99.9", "max")})
+        out["client.error_ms"] = out["client.lag_ms.p99"]
+        gcs = np.asarray(self.gc_pauses, dtype=float) * 1e3
+        out["client.gc_ms.max"] = float(gcs.max()) if gcs.size else 0.0
+        out["client.gc_ms.total"] = float(gcs.sum())
+        late = np.asarray(self.send_late, dtype=float) * 1e3
+        out["client.send_late_ms.p99"] = float(np.percentile(late, 99)) if late.size else math.nan
+        out["client.connects"] = float(self.connects)
+        return out
+
+
+def tightest_limit_ms(sla: Sequence[SLATerm]) -> float | None:
+    """The smallest latency limit of the SLA (ms), the precision its verdict needs; None without one."""
+    limits = [t.limit for t in sla if t.metric.partition(".")[0] in _LATENCY_METRICS]
+    return min(limits) if limits else None
+
+
+def judge(summary: dict[str, float], sla: Sequence[SLATerm], fraction: float = MAX_ERROR_FRACTION) -> None:
+    """Add `client.error_budget_ms` and `client.suspect` to a summary that has `client.error_ms`."""
+    if "client.error_ms" not in summary:
+        return
+    limit = tightest_limit_ms(sla)
+    if limit is None:
+        return
+    budget = fraction * limit
+    err = summary["client.error_ms"]
+    summary["client.error_budget_ms"] = budget
+    summary["client.suspect"] = 0.0 if (math.isfinite(err) and err <= budget) else 1.0
+
+
+def warning(summary: dict[str, Any]) -> str | None:
+    """One line for a run whose client error exceeds its budget, else None."""
+    if summary.get("client.suspect") != 1.0:
+        return None
+    err, budget = summary.get("client.error_ms"), summary.get("client.error_budget_ms")
+    shown = "unmeasured" if err is None or not math.isfinite(err) else f"{err:.2f} ms"
+    return (f"client timing error (P99) {shown} exceeds {budget:.2f} ms ({MAX_ERROR_FRACTION:.0%} of the tightest "
+            "SLA term): the load generator was too busy or descheduled; latencies are less precise than the SLA needs")
