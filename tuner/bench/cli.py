@@ -22,6 +22,7 @@ from rich.console import Console
 
 from tuner.common.errors import SpecError
 from tuner.load import bench_output as output
+from tuner.load import ruler
 from tuner.load.capacity import LoadPoint, find_capacity, point_violation
 from tuner.load.metrics import summarize
 from tuner.load.records_io import RecordWriter
@@ -150,6 +151,7 @@ def run_load(target: HttpTarget, workload: Workload, base: Path | None, mode: st
         if writer:
             writer.close()
     summary = summarize(records, sla=sla, abnormal=abnormal_classes(workload, base))
+    ruler.attach(summary, target.last_client, sla)
     if folder:
         output.write_json(folder / "summary.json", summary)
         output.write_json(folder / "probes.json", target.last_probes)
@@ -191,6 +193,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         summaries.append({"mode": mode, "load": load, **summary})
         rows.append((f"{mode} {load:g}", summary, verdict(sla, summary)))
         console.print(f"{mode} {load:g}: {summary['completed']:.0f} ok, {summary['failed']:.0f} failed")
+        if warn := ruler.warning(summary):
+            console.print(f"[yellow]warning:[/] {mode} {load:g}: {warn}")
     output.show(console, rows, f"{args.model} @ {args.url} -- {args.workload} (ms)")
     if len(loads) == 1 and len(output.class_rows(summaries[0])) > 1:
         output.show(console, output.class_rows(summaries[0]), "per class (abnormal excluded from the totals)")
@@ -211,6 +215,8 @@ def capacity(args: argparse.Namespace, target: HttpTarget, workload: Workload, b
     def show(p: LoadPoint) -> None:
         state = "feasible" if p.feasible else f"violation {p.violation:+.2f}"
         console.print(f"{args.mode} {p.load:g}: {state}" + (f" (stopped: {p.stopped_early})" if p.stopped_early else ""))
+        if warn := ruler.warning(p.summary):
+            console.print(f"[yellow]warning:[/] {args.mode} {p.load:g}: {warn}")
 
     res = find_capacity(target, workload, sla, settings, seed=args.seed, max_model_len=args.max_model_len,
                         base_dir=base, on_point=show)

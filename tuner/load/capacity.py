@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tuner.load import ruler
 from tuner.load.earlystop import EarlyStop
 from tuner.load.metrics import summarize
 from tuner.load.records import RequestRecord
@@ -135,6 +136,7 @@ def measure_point(
         records = target.run(requests, concurrency=concurrency)
     stopped = getattr(target, "stopped_early", None) if stoppable else None
     summary = summarize(records, sla=sla, abnormal=abnormal)
+    ruler.attach(summary, getattr(target, "last_client", {}), sla)
     summary["load"] = float(load)
     violation = point_violation(sla, summary)
     if stopped:

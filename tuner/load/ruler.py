@@ -9,15 +9,17 @@ burst, a Parquet write, a GC pause, a probe) and the OS scheduling the client la
 machine) both show up in it, exactly as they would in a token's timestamp. GC pauses are kept
 too, from `gc.callbacks`.
 
-Summary keys (`client.*`, milliseconds):
-- `client.lag_ms.{p50,p99,p99.9,max}` and `client.samples`: the write-to-timestamp gaps.
-- `client.error_ms`: the error bar, `client.lag_ms.p99`.
-- `client.gc_ms.{max,total}`: garbage-collection pauses in the window.
-- `client.send_late_ms.p99`: how late requests went out against their schedule (open loop).
-- `client.connects`: connections opened inside the measured window (0 when warmed up).
-- `client.error_budget_ms`, `client.suspect`: with an SLA, the budget is `MAX_ERROR_FRACTION` of the
-  tightest latency term; `client.suspect` is 1 when `client.error_ms` is over it (or unmeasured):
-  the run's latencies are not to be trusted to that precision.
+Summary keys (milliseconds; vLLM-style `<stat>_<name>_ms`, as tuner.common.metric_keys):
+- `p50_client_lag_ms`, `p99_client_lag_ms`, `p99.9_client_lag_ms`, `max_client_lag_ms` and
+  `client_lag_samples`: the write-to-timestamp gaps over the measured window.
+- `client_error_ms`: the error bar of the run's latencies, `p99_client_lag_ms`.
+- `max_client_gc_ms`, `total_client_gc_ms`: garbage-collection pauses in the window.
+- `p99_client_send_late_ms`: how late requests went out against their schedule (open loop; TTFT
+  counts from the actual send, so this is the offered load's fidelity, not a latency error).
+- `client_connects`: connections opened inside the measured window (0 when warmed up).
+- `client_error_budget_ms`, `client_suspect`: with an SLA, the budget is `MAX_ERROR_FRACTION` of its
+  tightest latency limit; `client_suspect` is 1 when `client_error_ms` is over it (or unmeasured):
+  the run's latencies are not to be trusted to the precision the SLA needs.
 """
 
 from __future__ import annotations
@@ -38,9 +40,11 @@ import numpy as np
 
 from tuner.spec.sla import SLATerm
 
+ERROR = "client_error_ms"
+BUDGET = "client_error_budget_ms"
+SUSPECT = "client_suspect"
 PERIOD_S = 0.005
 MAX_ERROR_FRACTION = 0.05  # a run is suspect when the client's P99 error exceeds 5% of the tightest SLA term
-_LATENCY_METRICS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
 _PINGER = (
     "import os,struct,sys,time\n"
     "fd=int(sys.argv[1]);p=float(sys.argv[2]);pc=time.perf_counter;pack=struct.pack\n"
@@ -132,47 +136,51 @@ class Ruler:
 
     def summary(self) -> dict[str, float]:
         gaps = np.asarray(self.gaps, dtype=float) * 1e3
-        out: dict[str, float] = {"client.samples": float(gaps.size)}
+        out: dict[str, float] = {"client_lag_samples": float(gaps.size)}
         if gaps.size:
             p50, p99, p999 = np.percentile(gaps, [50, 99, 99.9])
-            out.update({"client.lag_ms.p50": float(p50), "client.lag_ms.p99": float(p99),
-                        "client.lag_ms.p99.9": float(p999), "client.lag_ms.max": float(gaps.max())})
+            out.update({"p50_client_lag_ms": float(p50), "p99_client_lag_ms": float(p99),
+                        "p99.9_client_lag_ms": float(p999), "max_client_lag_ms": float(gaps.max())})
         else:
-            out.update({f"client.lag_ms.{k}": math.nan for k in ("p50", "p99", "p99.9", "max")})
-        out["client.error_ms"] = out["client.lag_ms.p99"]
+            out.update({f"{k}_client_lag_ms": math.nan for k in ("p50", "p99", "p99.9", "max")})
+        out[ERROR] = out["p99_client_lag_ms"]
         gcs = np.asarray(self.gc_pauses, dtype=float) * 1e3
-        out["client.gc_ms.max"] = float(gcs.max()) if gcs.size else 0.0
-        out["client.gc_ms.total"] = float(gcs.sum())
+        out["max_client_gc_ms"] = float(gcs.max()) if gcs.size else 0.0
+        out["total_client_gc_ms"] = float(gcs.sum())
         late = np.asarray(self.send_late, dtype=float) * 1e3
-        out["client.send_late_ms.p99"] = float(np.percentile(late, 99)) if late.size else math.nan
-        out["client.connects"] = float(self.connects)
+        out["p99_client_send_late_ms"] = float(np.percentile(late, 99)) if late.size else math.nan
+        out["client_connects"] = float(self.connects)
         return out
 
 
 def tightest_limit_ms(sla: Sequence[SLATerm]) -> float | None:
     """The smallest latency limit of the SLA (ms), the precision its verdict needs; None without one."""
-    limits = [t.limit for t in sla if t.metric.partition(".")[0] in _LATENCY_METRICS]
+    limits = [t.limit for t in sla if t.latency is not None]
     return min(limits) if limits else None
 
 
-def judge(summary: dict[str, float], sla: Sequence[SLATerm], fraction: float = MAX_ERROR_FRACTION) -> None:
-    """Add `client.error_budget_ms` and `client.suspect` to a summary that has `client.error_ms`."""
-    if "client.error_ms" not in summary:
+def attach(summary: dict[str, float], client: dict[str, float], sla: Sequence[SLATerm],
+           fraction: float = MAX_ERROR_FRACTION) -> None:
+    """Add the client's keys (a Ruler summary; none for the simulator) and, with a latency SLA, the
+    budget and the `client_suspect` flag."""
+    if not client:
         return
+    summary.update(client)
     limit = tightest_limit_ms(sla)
     if limit is None:
         return
     budget = fraction * limit
-    err = summary["client.error_ms"]
-    summary["client.error_budget_ms"] = budget
-    summary["client.suspect"] = 0.0 if (math.isfinite(err) and err <= budget) else 1.0
+    err = summary[ERROR]
+    summary[BUDGET] = budget
+    summary[SUSPECT] = 0.0 if (math.isfinite(err) and err <= budget) else 1.0
 
 
 def warning(summary: dict[str, Any]) -> str | None:
     """One line for a run whose client error exceeds its budget, else None."""
-    if summary.get("client.suspect") != 1.0:
+    if summary.get(SUSPECT) != 1.0:
         return None
-    err, budget = summary.get("client.error_ms"), summary.get("client.error_budget_ms")
+    err, budget = summary.get(ERROR), summary.get(BUDGET)
     shown = "unmeasured" if err is None or not math.isfinite(err) else f"{err:.2f} ms"
     return (f"client timing error (P99) {shown} exceeds {budget:.2f} ms ({MAX_ERROR_FRACTION:.0%} of the tightest "
-            "SLA term): the load generator was too busy or descheduled; latencies are less precise than the SLA needs")
+            "SLA term): the load generator was too busy or descheduled; its latencies are less precise than the "
+            "SLA needs")

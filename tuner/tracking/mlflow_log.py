@@ -30,6 +30,7 @@ LOGGED_METRICS = (
     "output_throughput", "request_throughput", "total_token_throughput", "request_goodput", "error_rate",
     "p50_ttft_ms", "p90_ttft_ms", "p99_ttft_ms", "p99.9_ttft_ms", "p50_tpot_ms", "p99_tpot_ms",
     "p50_itl_ms", "p99_itl_ms", "p50_e2el_ms", "p99_e2el_ms", "p99.9_e2el_ms", "jitter_e2el",
+    "client_error_ms", "max_client_lag_ms", "client_suspect",  # the load generator's own error bar
 )
 
 

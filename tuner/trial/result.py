@@ -70,7 +70,8 @@ class TrialResult:
         for k, v in self.params.items():
             row[f"param.{k}"] = str(v)
         for k in ("output_throughput", "request_throughput", "request_goodput", "p99_ttft_ms", "p99_tpot_ms",
-                  "p99_itl_ms", "p99_e2el_ms", "p50_ttft_ms", "error_rate"):
+                  "p99_itl_ms", "p99_e2el_ms", "p50_ttft_ms", "error_rate",
+                  "client_error_ms", "client_suspect"):  # the load generator's own error bar (tuner.load.ruler)
             row[f"metric.{k}"] = self.metrics.get(k)
         return row
 

@@ -167,6 +167,10 @@ def _finish(study: Study, cap: Any, result: TrialResult, trial_dir: Path,
         result.records_path = str(path)
     point = cap.best or (cap.points[0] if cap.points else None)
     result.metrics = dict(point.summary) if point else {}
+    from tuner.load.ruler import warning
+
+    if warn := warning(result.metrics):
+        result.notes.append(warn)
     if server_failure is not None:
         result.outcome, result.reason = server_failure
         result.capacity = result.objective = None
