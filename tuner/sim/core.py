@@ -70,6 +70,7 @@ class Core:
         self.preemptions = 0
         self.prompt_tokens = 0
         self.steps = 0
+        self._base: dict[int, float] = {}  # decode_base by batch size (it does not change within a run)
         self.macro = True  # closed-form decode runs; False = one step at a time (same results, slower)
 
     # ---- sequence transitions -------------------------------------------------------------
@@ -187,27 +188,45 @@ class Core:
     def _decode_run(self, k: int, t_stop: float) -> None:
         """Run up to k decode-only steps in closed form; stop early at the step that ends past t_stop."""
         n = self.n_dec
-        cost = self.cost
-        a = cost.decode_base(n, n <= self.graph_max) + cost.dec_b * (self.sum_l + n)
-        c2 = cost.dec_b * n / 2.0
+        dec_b = self.cost.dec_b
+        base = self._base.get(n)
+        if base is None:
+            base = self._base[n] = self.cost.decode_base(n, n <= self.graph_max)
+        a = base + dec_b * (self.sum_l + n)
+        c2 = dec_b * n / 2.0
         now = self.now
         if t_stop < math.inf:
             x = _steps_to_reach(a, c2, t_stop - now)
-            k = max(1, min(k, x))
-        j = len(self.dec_times)
-        self.free -= self._blocks_for(j, k)
+            if x < k:
+                k = x
+        dec = self.dec_times
+        j = len(dec)
+        # KV blocks the run takes: every sequence one block per block-size steps, by its phase
+        bs = self.bs
+        full, part = divmod(k, bs)
+        used = full * n
+        if part:
+            cnt = self.cnt
+            r = j % bs
+            if r + part <= bs:
+                used += sum(cnt[r:r + part])
+            else:
+                used += sum(cnt[r:]) + sum(cnt[:r + part - bs])
+        self.free -= used
         fe = now + self.frontend
-        if k <= 24:
-            ends = [fe + x * a + c2 * x * (x - 1) for x in range(1, k + 1)]
+        if k <= 40:  # below this a list comprehension beats numpy's per-call cost
+            dec.extend([fe + x * a + c2 * x * (x - 1) for x in range(1, k + 1)])
         else:
             x = np.arange(1, k + 1, dtype=np.float64)
-            ends = (fe + x * a + c2 * x * (x - 1)).tolist()
-        self.dec_times.extend(ends)
-        self.now = ends[-1] - self.frontend
+            dec.extend((fe + x * a + c2 * x * (x - 1)).tolist())
+        last = dec[-1]
+        self.now = last - self.frontend
         self.sum_l += n * k
         self.sum_rem -= n * k
         self.steps += k
-        self._pop_finished(ends[-1])
+        heap = self.heap
+        if heap and heap[0][0] <= j + k:
+            self._pop_finished(last)
 
     def _decode_cost(self) -> float:
         n = self.n_dec
@@ -220,9 +239,16 @@ class Core:
         return s.gen
 
     def token_times(self, s: Seq) -> list[float]:
-        out: list[float] = [] if s.first is None else [s.first]
         dec = self.dec_times
-        for p in s.pieces:
+        pieces = s.pieces
+        if s.first is not None and len(pieces) == 1 and s.state != DECODE and type(pieces[0]) is tuple:
+            a, b = pieces[0]  # the common case: one prefill, one decode stretch, done
+            if a > 0:
+                out = dec[a - 1:b]
+                out[0] = s.first
+                return out
+        out: list[float] = [] if s.first is None else [s.first]
+        for p in pieces:
             if type(p) is tuple:
                 out += dec[p[0]:p[1]]
             else:

@@ -111,49 +111,50 @@ class SimulatedEngine:
             pending = [(s.arrival, i) for i, s in enumerate(seqs)]
             heapq.heapify(pending)
         waiting = sched.waiting
+        finished = sched.finished
+        advance = sched.advance
+        heappop, heappush = heapq.heappop, heapq.heappush
+        mml = self.max_model_len
+        inf = math.inf
         while True:
             now = sched.now
             while pending and pending[0][0] <= now:
-                t_send, i = heapq.heappop(pending)
+                t_send, i = heappop(pending)
                 s = seqs[i]
                 s.arrival = t_send
                 sent[i] = True
-                if self.too_long(s.inp, s.out):
+                if s.inp + s.out > mml or s.inp < 1:  # self.too_long
                     errors[i] = TOO_LONG
                     if backlog:  # the client hears the 400 at once and sends its next request
-                        heapq.heappush(pending, (t_send, backlog.popleft()))
+                        heappush(pending, (t_send, backlog.popleft()))
                 else:
                     waiting.append(s)
-            next_arr = pending[0][0] if pending else math.inf
-            if sched.now >= t_stop:
+            if now >= t_stop:
                 break
-            progressed = sched.advance(min(next_arr, t_stop))
-            if sched.finished:
-                for s in sched.finished:
-                    if backlog:  # closed loop: the next request goes out when this one's last token arrives
-                        heapq.heappush(pending, (s.done, backlog.popleft()))  # type: ignore[arg-type]
-                sched.finished.clear()
+            next_arr = pending[0][0] if pending else inf
+            progressed = advance(next_arr if next_arr < t_stop else t_stop)
+            if finished:
+                if backlog:
+                    for s in finished:
+                        if backlog:  # closed loop: the next request goes out when this one's last token arrives
+                            heappush(pending, (s.done, backlog.popleft()))  # type: ignore[arg-type]
+                finished.clear()
             if not progressed:
                 if pending and pending[0][0] < t_stop:
                     sched.now = max(sched.now, pending[0][0])
                     continue
                 break
-        return [self._record(sched, requests[i], seqs[i], sent[i], errors.get(i), t_stop) for i in range(n)]
+        record = self._record
+        return [record(sched, requests[i], seqs[i], sent[i], errors.get(i), t_stop) for i in range(n)]
 
     def _record(self, sched: Core, r: Request, s: Seq, sent: bool, error: str | None,
                 t_stop: float) -> RequestRecord:
-        rec = RequestRecord(id=r.id, cls=r.cls, input_len=r.input_len, output_len=r.output_len,
-                            sent_s=s.arrival if sent else min(s.arrival, t_stop), preemptions=s.preempt,
-                            warmup=r.warmup)
+        sent_s = s.arrival if sent else min(s.arrival, t_stop)
         if error is not None:
-            rec.error = error
-            return rec
-        rec.first_token_s = s.first
-        rec.token_times = sched.token_times(s)
+            return RequestRecord(r.id, r.cls, r.input_len, r.output_len, sent_s, error=error,
+                                 preemptions=s.preempt, warmup=r.warmup)
         if s.state == DONE:
-            rec.done_s = s.done
-            rec.output_tokens = s.out
-        else:
-            rec.error = "timeout"
-            rec.output_tokens = sched.generated(s)
-        return rec
+            return RequestRecord(r.id, r.cls, r.input_len, r.output_len, sent_s, s.first, s.done,
+                                 sched.token_times(s), s.out, None, s.preempt, r.warmup)
+        return RequestRecord(r.id, r.cls, r.input_len, r.output_len, sent_s, s.first, None, sched.token_times(s),
+                             sched.generated(s), "timeout", s.preempt, r.warmup)

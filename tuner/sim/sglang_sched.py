@@ -126,7 +126,7 @@ class SGLangScheduler(Core):
                 return True
         if self.macro and self.n_dec and self.chunked_seq is None and not self.prefilling:
             j = len(self.dec_times)
-            k = min(self._clean_heap() - j, self._kv_steps(1 << 30))
+            k = self._kv_steps(self._clean_heap() - j)
             if self.waiting:
                 if len(self.running) < self.max_running:
                     k = self._steps_until_admit(k)

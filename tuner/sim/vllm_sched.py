@@ -46,7 +46,7 @@ class VLLMScheduler(Core):
         """Run one step, or many decode-only steps up to the next event. False when idle."""
         if self.macro and self.n_dec and not self.prefilling and self._head_blocked():
             j = len(self.dec_times)
-            k = min(self._clean_heap() - j, self._kv_steps(1 << 30))
+            k = self._kv_steps(self._clean_heap() - j)
             if k >= 2:
                 self._decode_run(k, t_event if not self.waiting else math.inf)
                 return True
@@ -67,7 +67,7 @@ class VLLMScheduler(Core):
         budget = self.mbt - self.n_dec
         chunks: list[tuple[Seq, int]] = []
         partial = 0
-        for s in list(self.prefilling):
+        for s in list(self.prefilling) if self.prefilling else ():
             if budget <= 0:
                 break
             if s.state != PREFILL:
@@ -124,10 +124,13 @@ class VLLMScheduler(Core):
         t_out = self.now + self.frontend
         self.steps += 1
         if n:
-            self.dec_times.append(t_out)
+            dec = self.dec_times
+            dec.append(t_out)
             self.sum_l += n
             self.sum_rem -= n
-            self._pop_finished(t_out)
+            heap = self.heap
+            if heap and heap[0][0] <= len(dec):
+                self._pop_finished(t_out)
         for s, c in chunks:
             s.L += c
             self.prompt_tokens += c
