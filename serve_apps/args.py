@@ -6,10 +6,11 @@ with the key's name instead of silently serving a different config.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from tuner.engines.registry import engine_class, names
 from tuner.spec.study import ModelSpec, SimSettings
 
 
@@ -56,7 +57,7 @@ class DeploymentArgs(Strict):
 class AppArgs(Strict):
     """Everything a builder needs: the tuned engine arguments plus where they came from."""
 
-    engine: Literal["sim", "vllm", "sglang"]
+    engine: str  # a registered engine (tuner.engines.registry)
     model: ModelSpec
     engine_args: dict[str, Any]  # the tuned arguments, exactly as the winning trial launched them
     deployment: DeploymentArgs
@@ -65,12 +66,20 @@ class AppArgs(Strict):
     start_timeout_s: float = Field(default=600, gt=0)
     lineage: dict[str, str] = {}  # study, trial and registry ids, served back on GET /servetune
 
+    @field_validator("engine")
+    @classmethod
+    def _known(cls, v: str) -> str:
+        if v not in names():
+            raise ValueError(f"unknown engine {v!r}; use one of {names()}")
+        return v
+
     @model_validator(mode="after")
     def _sim_only(self) -> AppArgs:
-        if self.engine == "sim" and self.sim is None:
-            raise ValueError("engine 'sim' needs a 'sim' block (flavour, gpu, time_scale)")
-        if self.engine != "sim" and self.sim is not None:
-            raise ValueError(f"a 'sim' block is only valid with engine 'sim', not {self.engine!r}")
+        simulated = engine_class(self.engine).simulated
+        if simulated and self.sim is None:
+            raise ValueError(f"engine {self.engine!r} needs a 'sim' block (flavour, gpu, time_scale)")
+        if not simulated and self.sim is not None:
+            raise ValueError(f"a 'sim' block is only valid with a simulated engine, not {self.engine!r}")
         return self
 
 

@@ -5,17 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from serve_apps.args import AppArgs
-
-# Flags of the engines' HTTP front ends, not of the engine: Ray Serve LLM owns host, port and names.
-FRONTEND_ONLY = frozenset({
-    "host", "port", "served_model_name", "api_key", "uvicorn_log_level", "ssl_keyfile", "ssl_certfile",
-    "root_path", "allowed_origins", "disable_uvicorn_access_log", "log_level",
-})
+from tuner.engines import get_engine
 
 
-def tuned_kwargs(args: AppArgs) -> dict[str, Any]:
-    """The trial's engine arguments without front-end flags (those would clash with Serve's)."""
-    return {k: v for k, v in args.engine_args.items() if k not in FRONTEND_ONLY}
+def engine_kwargs(args: AppArgs) -> dict[str, Any]:
+    """The engine kwargs from the engine's home: the same mapping its trial launched with."""
+    return get_engine(args.engine).serve_kwargs(args.model, args.engine_args)
 
 
 def model_loading(args: AppArgs) -> dict[str, Any]:

@@ -13,33 +13,12 @@ from typing import Any
 from ray.serve.deployment import Application
 
 from serve_apps.args import AppArgs, parse_args
-from serve_apps.llm_common import deployment_config, model_loading, tuned_kwargs
+from serve_apps.llm_common import deployment_config, engine_kwargs, model_loading
 
 ENGINE = "sglang"
 EXTRA = " 'sglang[all,ray]'"
 
 SERVER_CLS = "ray.llm._internal.serve.engines.sglang:SGLangServer"
-
-
-def engine_kwargs(args: AppArgs) -> dict[str, Any]:
-    model = args.model
-    kwargs: dict[str, Any] = {
-        "model_path": model.name,
-        "context_length": model.max_model_len,
-        "dtype": model.dtype,
-        "tp_size": model.tensor_parallel_size,
-    }
-    if model.trust_remote_code:
-        kwargs["trust_remote_code"] = True
-    if model.load_format:
-        kwargs["load_format"] = model.load_format
-    if model.tokenizer:
-        kwargs["tokenizer_path"] = model.tokenizer
-    tuned = tuned_kwargs(args)
-    if "tensor_parallel_size" in tuned:  # SGLang calls it tp_size
-        tuned["tp_size"] = tuned.pop("tensor_parallel_size")
-    kwargs.update(tuned)
-    return kwargs
 
 
 def llm_config(args: dict[str, Any] | AppArgs) -> dict[str, Any]:

@@ -12,26 +12,10 @@ from typing import Any
 from ray.serve.deployment import Application
 
 from serve_apps.args import AppArgs, parse_args
-from serve_apps.llm_common import deployment_config, model_loading, tuned_kwargs
+from serve_apps.llm_common import deployment_config, engine_kwargs, model_loading
 
 ENGINE = "vllm"
 EXTRA = ""
-
-
-def engine_kwargs(args: AppArgs) -> dict[str, Any]:
-    """vLLM engine arguments: the tuned ones plus what the study fixed about the model."""
-    model = args.model
-    kwargs: dict[str, Any] = {
-        "max_model_len": model.max_model_len,
-        "dtype": model.dtype,
-        "tensor_parallel_size": model.tensor_parallel_size,
-    }
-    if model.trust_remote_code:
-        kwargs["trust_remote_code"] = True
-    if model.load_format:
-        kwargs["load_format"] = model.load_format
-    kwargs.update(tuned_kwargs(args))  # the trial's args win: they are what was measured
-    return kwargs
 
 
 def llm_config(args: dict[str, Any] | AppArgs) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tuner.engines import get_engine
 from tuner.load.earlystop import EarlyStop
 from tuner.load.metrics import summarize
 from tuner.load.target import HttpTarget
@@ -116,7 +117,7 @@ def test_open_loop_sends_on_schedule_and_probes(fake_server: Callable[..., Any])
     # in the 5 ms overlap's gap every time and read 0 (seen once in CI).
     reqs = [r.__class__(**{**{k: getattr(r, k) for k in r.__slots__}, "output_len": 40}) for r in
             generate(w, n=25, rate=10.0, seed=0)]
-    target = HttpTarget(srv.url, "fake")
+    target = HttpTarget(srv.url, "fake", metric_names=get_engine("vllm").metric_names)  # the fake speaks vLLM's
     records = target.run(reqs)
     late = [r.sent_s - q.arrival_s for r, q in zip(records, reqs, strict=True)]
     # never early; late only by the client's own work (a new connection, a busy machine)

@@ -171,11 +171,11 @@ CASES: list[Case] = [
          "{study}: model.dtype: Input should be 'auto', 'bfloat16', 'float16' or 'float32' | fix: use one of the allowed values"),
     # -- engines
     Case("unknown-engine", "an engine servetune does not have", (put("engine", "tgi"),),
-         "{study}: engine: Input should be 'vllm', 'sglang' or 'sim' | fix: use one of the allowed values"),
+         "{study}: engine: unknown engine 'tgi' | fix: use one of ['sglang', 'sim', 'vllm']"),
     Case("engine-twice", "the same engine listed twice in a joint study", (put("engine", ["sim", "sim"]),),
          "{study}: engine: engine listed twice: ['sim', 'sim'] | fix: list each engine once"),
     Case("engine-settings-unknown", "settings for an engine that does not exist", (put("engines", {"tgi": {}}),),
-         "{study}: engines.tgi: Input should be 'vllm' or 'sglang' | fix: use one of the allowed values"),
+         "{study}: engines.tgi: engines has settings for unknown engine 'tgi' | fix: key the blocks by engine: ['sglang', 'vllm']"),
     Case("unknown-fixed-arg", "an engine argument the engine does not have (fixed args)",
          (put("search_space", {"fixed": {"max_num_seqz": 64}}),), "search_space.fixed.max_num_seqz: unknown vllm argument 'max_num_seqz' | fix: use one of [<*>]"),
     Case("fixed-arg-flag-name", "a fixed arg name that is not snake_case (could smuggle a flag)",

@@ -169,6 +169,17 @@ def verdict(sla: Sequence[SLATerm], summary: dict[str, float]) -> str:
     return "[green]met[/]" if v <= 0 else f"[red]missed ({v:+.0%})[/]"
 
 
+def metric_names(prefix: str) -> dict[str, tuple[str, ...]]:
+    """The /metrics names of the registered engine that uses `prefix` (none known: no probes)."""
+    from tuner.engines import engine_class, names
+
+    for name in names():
+        cls = engine_class(name)
+        if cls.metrics_prefix == prefix and cls.metric_names:
+            return dict(cls.metric_names)
+    return {}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     console = Console(width=None if sys.stdout.isatty() else 160)
@@ -176,7 +187,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         sla = parse_sla(args.sla, "--sla") if args.sla else []
         workload, base = load_workload(args.workload, args)
         target = HttpTarget(args.url, args.model, api=args.api, prompt_mode=workload.prompt,
-                            tokenizer=args.tokenizer, timeout_s=args.timeout, metrics_prefix=args.metrics_prefix)
+                            tokenizer=args.tokenizer, timeout_s=args.timeout, metrics_prefix=args.metrics_prefix,
+                            metric_names=metric_names(args.metrics_prefix))
         if args.capacity:
             return capacity(args, target, workload, base, sla, console)
         mode, loads = plan(args, workload, base)

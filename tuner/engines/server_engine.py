@@ -1,9 +1,10 @@
-"""What vLLM and SGLang share: an interpreter, a model-spec prefix, trial flags, the argument check.
+"""What vLLM and SGLang share: an interpreter, the argument mapping, the argument check.
 
-A real engine is `<python> -m <module> <model flags> <trial flags>` (or a user's command prefix
-instead of `<python> -m <module>`). The model spec's flags come first; a trial may override the
-ones a search space can sensibly tune (max_model_len, dtype, tensor parallel size, load format),
-never the ones servetune owns (model, host, port, served name).
+A real engine is `<python> -m <module> <identity flags> <engine args>` (or a user's command prefix
+instead of `<python> -m <module>`). The engine args are `engine_args(model, trial args)`: the model
+spec's settings under the engine's own names, overridden by the trial where it sets them (a search
+space may tune max_model_len, dtype, tensor parallel size, load format), never the identity flags
+servetune owns (model, host, port, served name). The Serve app is built from the same mapping.
 """
 
 from __future__ import annotations
@@ -17,13 +18,17 @@ from typing import Any, ClassVar
 
 from tuner.common.errors import SpecError
 from tuner.engines import args as cli
-from tuner.engines import failures
 from tuner.engines.base import Engine, LaunchSpec, user_dir
 from tuner.engines.process import http_get
 from tuner.spec.study import EngineSettings, ModelSpec
-from tuner.trial.outcome import TrialOutcome
 
 log = logging.getLogger(__name__)
+
+# Flags of the engines' HTTP front ends, not of the engine: Ray Serve LLM owns host, port and names.
+FRONTEND_ONLY = frozenset({
+    "host", "port", "served_model_name", "api_key", "uvicorn_log_level", "ssl_keyfile", "ssl_certfile",
+    "root_path", "allowed_origins", "disable_uvicorn_access_log", "log_level",
+})
 
 
 class ServerEngine(Engine):
@@ -32,16 +37,43 @@ class ServerEngine(Engine):
     module: ClassVar[str]
     check_key: ClassVar[str]  # engine name the argument check script knows
     reserved: ClassVar[frozenset[str]]  # trial args servetune sets itself
-    patterns: ClassVar[tuple[failures.Pattern, ...]] = failures.COMMON
     switches: ClassVar[frozenset[str]] = frozenset()  # known store_true flags (no --no- form)
     negatable_by_default: ClassVar[bool] = False
+    renames: ClassVar[Mapping[str, str]] = {}  # vLLM-style names a study may share -> this engine's own
+    tokenizer_arg: ClassVar[str] = "tokenizer"
+    always: ClassVar[tuple[str, ...]] = ()  # flags every launch gets (e.g. SGLang's --enable-metrics)
 
     def __init__(self) -> None:
         self._kinds: dict[str, str] = {}  # learned from the engine's own parser: negatable/switch/value
 
     # -- what subclasses provide -----------------------------------------------------------
-    def model_flags(self, model: ModelSpec, launch: LaunchSpec, args: Mapping[str, Any]) -> list[str]:
+    def identity_flags(self, model: ModelSpec, launch: LaunchSpec | None) -> list[str]:
+        """Model path, served name, host and port: set by servetune, never by a trial."""
         raise NotImplementedError
+
+    # -- the one argument mapping ------------------------------------------------------------
+    def rename(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        return {self.renames.get(k, k): v for k, v in args.items()}
+
+    def engine_args(self, model: ModelSpec, args: Mapping[str, Any]) -> dict[str, Any]:
+        spec: dict[str, Any] = {"max_model_len": model.max_model_len, "dtype": model.dtype,
+                                "tensor_parallel_size": model.tensor_parallel_size}
+        if model.load_format:
+            spec["load_format"] = model.load_format
+        out = self.rename(spec)
+        if model.tokenizer:
+            out[self.tokenizer_arg] = model.tokenizer
+        if model.trust_remote_code:
+            out["trust_remote_code"] = True
+        for k, v in self.rename(args).items():
+            if v is None and k in out:
+                continue  # None: the model spec's value stands
+            out[k] = v
+        return out
+
+    def serve_kwargs(self, model: ModelSpec, args: Mapping[str, Any]) -> dict[str, Any]:
+        """The measured engine args minus the front-end flags Serve owns."""
+        return {k: v for k, v in self.engine_args(model, args).items() if k not in FRONTEND_ONLY}
 
     # -- argv / env ------------------------------------------------------------------------
     @staticmethod
@@ -71,12 +103,10 @@ class ServerEngine(Engine):
             return kind == "negatable"
         return self.negatable_by_default and name not in self.switches
 
-    def trial_flags(self, args: Mapping[str, Any]) -> list[str]:
-        self._check_names(args)
-        return cli.cli_flags(args, self.negatable)
-
     def argv(self, args: Mapping[str, Any], launch: LaunchSpec) -> list[str]:
-        return self.prefix(launch) + self.model_flags(launch.model, launch, args) + self.trial_flags(args)
+        self._check_names(args)
+        flags = cli.cli_flags(self.engine_args(launch.model, args), self.negatable)
+        return self.prefix(launch) + self.identity_flags(launch.model, launch) + flags + list(self.always)
 
     def env(self, launch: LaunchSpec) -> dict[str, str]:
         env: dict[str, str] = {}
@@ -104,9 +134,10 @@ class ServerEngine(Engine):
         python = self.python(launch)
         if not s.check_args or python is None:
             return
-        base = self.model_flags(launch.model, launch, args) if launch is not None else []
+        base = self.identity_flags(launch.model, launch) + list(self.always) if launch is not None else []
+        native = self.engine_args(launch.model, args) if launch is not None else self.rename(args)
         env = self.env(launch) if launch is not None else None
-        answer = cli.checker(python, self.check_key, env).check(args, base)
+        answer = cli.checker(python, self.check_key, env).check(native, base)
         if answer.get("importable") is False:
             log.info("%s arguments not checked (%s is not usable from %s): %s", self.name, self.name, python,
                      answer.get("error"))
@@ -114,15 +145,13 @@ class ServerEngine(Engine):
         self._kinds.update(answer.get("kinds") or {})
         if not answer.get("ok"):
             key = answer.get("key")
+            key = next((k for k in args if self.renames.get(k) == key), key)  # the name the user wrote
             where = f"args.{key}" if key else f"{self.name} arguments"
             shown = json.dumps(dict(args), default=str)
             raise SpecError(f"{answer.get('error')} (args {shown})", where,
                             f"use an argument name and value {self.name} accepts (see `{self.module} --help`)")
 
-    # -- failures and read-back --------------------------------------------------------------
-    def classify(self, returncode: int | None, log_tail: str) -> tuple[TrialOutcome, str]:
-        return failures.classify(returncode, log_tail, self.patterns)
-
+    # -- read-back ---------------------------------------------------------------------------
     @staticmethod
     def get_json(url: str, timeout_s: float = 30) -> dict[str, Any] | None:
         status, body = http_get(url, timeout_s)
@@ -134,10 +163,3 @@ class ServerEngine(Engine):
             return None
         return data if isinstance(data, dict) else {"value": data}
 
-
-def spec_value(args: Mapping[str, Any], names: tuple[str, ...], default: Any) -> tuple[Any, bool]:
-    """A model-spec value unless the trial sets it under one of its names: (value, from_trial)."""
-    for n in names:
-        if args.get(n) is not None:
-            return args[n], True
-    return default, False

@@ -4,6 +4,8 @@ Nothing here imports sglang: the argument check runs in the engine's own interpr
 `ServerArgs.add_cli_args` (tuner.engines.args). SGLang's switches are store_true (`--disable-...`,
 `--enable-...`), so a False trial value leaves the flag out unless the parser says `--no-` exists.
 Metrics need `--enable-metrics` (added always); the resolved config comes from /get_server_info.
+vLLM-style names a study may share (max_model_len, tensor_parallel_size) are renamed to SGLang's
+(context_length, tp_size) by `renames`, for the launch and the Serve app alike.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Any
 
 from tuner.engines import failures
 from tuner.engines.base import LaunchSpec
-from tuner.engines.server_engine import ServerEngine, spec_value
+from tuner.engines.server_engine import ServerEngine
 from tuner.spec.study import ModelSpec
 from tuner.trial.outcome import TrialOutcome
 
@@ -39,37 +41,28 @@ class SGLangEngine(ServerEngine):
     patterns = SGLANG_PATTERNS
     fatal_start = re.compile(r"Received sigquit from a child process|Scheduler hit an exception")
     negatable_by_default = False
+    renames = {"max_model_len": "context_length", "tensor_parallel_size": "tp_size"}
+    tokenizer_arg = "tokenizer_path"
+    always = ("--enable-metrics",)
+    memory_knobs = ("mem_fraction_static", "max_running_requests", "chunked_prefill_size", "max_prefill_tokens",
+                    "cuda_graph_max_bs")
+    metric_names = {
+        "running": ("num_running_reqs",),
+        "waiting": ("num_queue_reqs",),
+        "kv_cache_usage": ("token_usage",),
+        "preemptions": ("num_retracted_reqs", "num_retractions_total"),
+    }
+    serve_builder = "serve_apps.sglang:build_app"
 
-    def model_flags(self, model: ModelSpec, launch: LaunchSpec | None, args: Mapping[str, Any]) -> list[str]:
+    def identity_flags(self, model: ModelSpec, launch: LaunchSpec | None) -> list[str]:
         out = ["--model-path", model.name, "--served-model-name", model.client_name]
         if launch is not None:
             out += ["--host", launch.host, "--port", str(launch.port)]
-        for names, value, opt in (
-            (("context_length", "max_model_len"), model.max_model_len, "--context-length"),
-            (("dtype",), model.dtype, "--dtype"),
-            (("tp_size", "tensor_parallel_size"), model.tensor_parallel_size, "--tp-size"),
-            (("load_format",), model.load_format, "--load-format"),
-        ):
-            value, from_trial = spec_value(args, names, value)
-            if value is not None and not from_trial:
-                out += [opt, str(value)]
-        if model.tokenizer:
-            out += ["--tokenizer-path", model.tokenizer]
-        if model.trust_remote_code:
-            out.append("--trust-remote-code")
-        out.append("--enable-metrics")
         return out
 
-    def trial_flags(self, args: Mapping[str, Any]) -> list[str]:
-        # vLLM-style names a study may share across engines map to SGLang's own.
-        renamed = {("context_length" if k == "max_model_len" else "tp_size" if k == "tensor_parallel_size" else k): v
-                   for k, v in args.items()}
-        return super().trial_flags(renamed)
-
-    def check_args(self, args: Mapping[str, Any], launch: LaunchSpec | None = None) -> None:
-        renamed = {("context_length" if k == "max_model_len" else "tp_size" if k == "tensor_parallel_size" else k): v
-                   for k, v in args.items()}
-        super().check_args(renamed, launch)
+    def serve_kwargs(self, model: ModelSpec, args: Mapping[str, Any]) -> dict[str, Any]:
+        """SGLang's in-process engine (Ray's SGLangServer) takes ServerArgs field names: the same mapping."""
+        return {"model_path": model.name, **super().serve_kwargs(model, args)}
 
     def resolved_config(self, base_url: str) -> dict[str, Any]:
         """GET /get_server_info (newer SGLang: /server_info): server args as resolved; {} if unavailable."""

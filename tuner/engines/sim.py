@@ -17,11 +17,10 @@ from typing import Any
 from tuner.common.errors import SpecError
 from tuner.engines import args as cli
 from tuner.engines import failures
-from tuner.engines.base import Engine, LaunchSpec
+from tuner.engines.base import Engine, LaunchSpec, MetricNames
 from tuner.engines.process import http_get
-from tuner.engines.sglang import SGLANG_PATTERNS
-from tuner.engines.vllm import VLLM_PATTERNS
-from tuner.spec.study import SimSettings
+from tuner.engines.registry import engine_class
+from tuner.spec.study import EngineSettings, SimSettings, Study
 from tuner.trial.outcome import TrialOutcome
 
 PREFIXES = {"vllm": "vllm:", "sglang": "sglang:"}
@@ -61,11 +60,50 @@ def fault_flags(faults: Mapping[str, Any]) -> list[str]:
 
 
 class SimEngine(Engine):
+    """Everything flavour-specific (knob names, memory knobs, /metrics names, failure messages) is the
+    imitated engine's, asked from its own home; the sim adds its server, GPU model and faults."""
+
     name = "sim"
     metrics_prefix = "vllm:"  # set per launch to the flavour's prefix (see metrics_prefix_for)
+    uses_gpu = False
+    simulated = True
+    serve_builder = "serve_apps.sim:build_app"
 
     def __init__(self, flavour: str = "vllm") -> None:
         self.metrics_prefix = PREFIXES.get(flavour, "vllm:")
+
+    def flavour(self, study: Study) -> str:
+        return study.sim.flavour
+
+    def run_settings(self, study: Study) -> EngineSettings | SimSettings:
+        return study.sim
+
+    def runs_virtual(self, study: Study) -> bool:
+        return study.sim.mode == "virtual"
+
+    def preflight(self, study: Study) -> None:
+        """The model's shape, the GPU and the faults must be ones the simulator knows."""
+        from tuner.sim import known_gpus, known_shapes, shape_for
+
+        if study.model.shape is not None:
+            if study.model.shape not in known_shapes():  # an explicit shape is used as is: no guessing
+                raise SpecError(f"unknown simulator shape {study.model.shape!r}", "model.shape",
+                                f"use one of {known_shapes()}")
+        else:
+            try:
+                shape_for(study.model.name)
+            except SpecError as exc:
+                raise SpecError(exc.what, "model.name", f"set model.shape to one of {known_shapes()}") from None
+        if study.sim.gpu not in known_gpus():
+            raise SpecError(f"unknown GPU {study.sim.gpu!r} for the simulator", "sim.gpu",
+                            f"use one of {known_gpus()}")
+        fault_flags(study.sim.faults)
+
+    def memory_knobs_for(self, flavour: str) -> tuple[str, ...]:
+        return engine_class(flavour).memory_knobs
+
+    def metric_names_for(self, launch: LaunchSpec) -> MetricNames:
+        return engine_class(self.settings(launch).flavour).metric_names
 
     @staticmethod
     def settings(launch: LaunchSpec | None) -> SimSettings:
@@ -116,8 +154,8 @@ class SimEngine(Engine):
         fault_flags(s.faults)
 
     def classify(self, returncode: int | None, log_tail: str) -> tuple[TrialOutcome, str]:
-        patterns = SGLANG_PATTERNS if "sglang" in self.metrics_prefix else VLLM_PATTERNS
-        return failures.classify(returncode, log_tail, patterns)
+        flavour = "sglang" if "sglang" in self.metrics_prefix else "vllm"
+        return failures.classify(returncode, log_tail, engine_class(flavour).patterns)
 
     def resolved_config(self, base_url: str) -> dict[str, Any]:
         import json

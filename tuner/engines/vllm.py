@@ -14,7 +14,7 @@ from typing import Any
 
 from tuner.engines import failures
 from tuner.engines.base import LaunchSpec
-from tuner.engines.server_engine import ServerEngine, spec_value
+from tuner.engines.server_engine import ServerEngine
 from tuner.spec.study import ModelSpec
 from tuner.trial.outcome import TrialOutcome
 
@@ -44,24 +44,25 @@ class VLLMEngine(ServerEngine):
     switches = frozenset({"headless", "grpc", "data_parallel_multi_port_external_lb", "disable_log_stats",
                           "aggregate_engine_logging"})
 
-    def model_flags(self, model: ModelSpec, launch: LaunchSpec | None, args: Mapping[str, Any]) -> list[str]:
+    memory_knobs = ("gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens")
+    metric_names = {
+        "running": ("num_requests_running",),
+        "waiting": ("num_requests_waiting",),
+        "kv_cache_usage": ("kv_cache_usage_perc", "gpu_cache_usage_perc"),
+        "preemptions": ("num_preemptions_total", "num_preemptions"),
+    }
+    serve_builder = "serve_apps.vllm:build_app"
+
+    def identity_flags(self, model: ModelSpec, launch: LaunchSpec | None) -> list[str]:
         out = ["--model", model.name, "--served-model-name", model.client_name]
         if launch is not None:
             out += ["--host", launch.host, "--port", str(launch.port)]
-        for names, value, opt in (
-            (("max_model_len",), model.max_model_len, "--max-model-len"),
-            (("dtype",), model.dtype, "--dtype"),
-            (("tensor_parallel_size",), model.tensor_parallel_size, "--tensor-parallel-size"),
-            (("load_format",), model.load_format, "--load-format"),
-        ):
-            value, from_trial = spec_value(args, names, value)
-            if value is not None and not from_trial:
-                out += [opt, str(value)]
-        if model.tokenizer:
-            out += ["--tokenizer", model.tokenizer]
-        if model.trust_remote_code:
-            out.append("--trust-remote-code")
         return out
+
+    def serve_kwargs(self, model: ModelSpec, args: Mapping[str, Any]) -> dict[str, Any]:
+        kwargs = super().serve_kwargs(model, args)
+        kwargs.pop("tokenizer", None)  # Ray Serve LLM takes it as model_loading_config.tokenizer_source
+        return kwargs
 
     def env(self, launch: LaunchSpec) -> dict[str, str]:
         base = {"VLLM_SERVER_DEV_MODE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}

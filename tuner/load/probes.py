@@ -8,30 +8,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import aiohttp
 
-# sample key -> metric names (without prefix), first found wins; values summed over label sets
-NAMES: dict[str, dict[str, tuple[str, ...]]] = {
-    "vllm:": {
-        "running": ("num_requests_running",),
-        "waiting": ("num_requests_waiting",),
-        "kv_cache_usage": ("kv_cache_usage_perc", "gpu_cache_usage_perc"),
-        "preemptions": ("num_preemptions_total", "num_preemptions"),
-    },
-    "sglang:": {
-        "running": ("num_running_reqs",),
-        "waiting": ("num_queue_reqs",),
-        "kv_cache_usage": ("token_usage",),
-        "preemptions": ("num_retracted_reqs", "num_retractions_total"),
-    },
-}
+# sample key -> the engine's metric names (without prefix), first found wins; values summed over label
+# sets. Each engine's home owns its table (tuner.engines.<engine>.metric_names).
+MetricNames = Mapping[str, tuple[str, ...]]
 
 
-def parse_prometheus(text: str, prefix: str) -> dict[str, float]:
-    """Pick our keys out of a Prometheus text exposition (unknown prefix: vLLM's names)."""
+def parse_prometheus(text: str, prefix: str, names: MetricNames) -> dict[str, float]:
+    """Pick our keys out of a Prometheus text exposition, by the engine's `names`."""
     values: dict[str, float] = {}
     for line in text.splitlines():
         if not line.startswith(prefix):
@@ -47,9 +35,8 @@ def parse_prometheus(text: str, prefix: str) -> dict[str, float]:
             continue
         key = name[len(prefix):].strip()
         values[key] = values.get(key, 0.0) + value
-    table = NAMES.get(prefix, NAMES["vllm:"])
     sample: dict[str, float] = {}
-    for key, candidates in table.items():
+    for key, candidates in names.items():
         for c in candidates:
             if c in values:
                 sample[key] = values[c]
@@ -58,7 +45,7 @@ def parse_prometheus(text: str, prefix: str) -> dict[str, float]:
 
 
 async def scrape_metrics(
-    session: aiohttp.ClientSession, url: str, prefix: str, clock: Callable[[], float],
+    session: aiohttp.ClientSession, url: str, prefix: str, names: MetricNames, clock: Callable[[], float],
     out: list[dict[str, Any]], period_s: float = 1.0,
 ) -> None:
     """Append a sample every `period_s` until cancelled; stop after the endpoint fails twice."""
@@ -70,7 +57,7 @@ async def scrape_metrics(
                 if resp.status != 200:
                     failures += 1
                 else:
-                    sample = parse_prometheus(await resp.text(), prefix)
+                    sample = parse_prometheus(await resp.text(), prefix, names)
                     if sample:
                         out.append({"kind": "metrics", "t": t, **sample})
         except (aiohttp.ClientError, asyncio.TimeoutError, ValueError):

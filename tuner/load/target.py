@@ -27,7 +27,7 @@ import aiohttp
 
 from tuner.load.earlystop import LiveView
 from tuner.load.http1 import Client, HttpError
-from tuner.load.probes import GpuSampler, sample_gpus, scrape_metrics
+from tuner.load.probes import GpuSampler, MetricNames, sample_gpus, scrape_metrics
 from tuner.load.prompts import PromptBuilder
 from tuner.load.records import Request, RequestRecord
 from tuner.load.ruler import Ruler
@@ -72,7 +72,7 @@ class HttpTarget:
         self, base_url: str, model: str, *, api: Literal["completions", "chat"] = "completions",
         prompt_mode: Literal["words", "token_ids", "tokenizer"] = "words", tokenizer: str | None = None,
         timeout_s: float = 300, ignore_eos: bool = True, scrape_metrics: bool = True,
-        metrics_prefix: str = "vllm:",
+        metrics_prefix: str = "vllm:", metric_names: MetricNames | None = None,
     ) -> None:
         root = base_url.rstrip("/").removesuffix("/v1")
         self.root, self.model, self.api = root, model, api
@@ -87,6 +87,7 @@ class HttpTarget:
         self.prompts = PromptBuilder(prompt_mode, tokenizer)
         self.timeout_s, self.ignore_eos = timeout_s, ignore_eos
         self.scrape, self.metrics_prefix = scrape_metrics, metrics_prefix
+        self.metric_names: MetricNames = metric_names or {}  # the engine's (tuner.engines): none, no probes
         self.last_probes: list[dict[str, Any]] = []
         self.last_client: dict[str, float] = {}  # the client's own timing error in the last measured window
         self.stopped_early: str | None = None  # reason the last run was stopped, if it was
@@ -322,7 +323,7 @@ class HttpTarget:
 
         if self.scrape:
             tasks.append(asyncio.create_task(
-                scrape_metrics(session, f"{self.root}/metrics", self.metrics_prefix, clock, self.last_probes)))
+                scrape_metrics(session, f"{self.root}/metrics", self.metrics_prefix, self.metric_names, clock, self.last_probes)))
         if gpus.active:
             tasks.append(asyncio.create_task(sample_gpus(gpus, clock, self.last_probes)))
         return tasks

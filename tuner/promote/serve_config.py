@@ -22,14 +22,10 @@ from typing import Any
 import yaml
 
 from serve_apps.args import AppArgs, Autoscaling, DeploymentArgs
-from tuner.spec.study import Study
+from tuner.engines import engine_class, get_engine
+from tuner.spec.study import SimSettings, Study
 from tuner.trial.result import TrialResult
 
-BUILDERS = {
-    "sim": "serve_apps.sim:build_app",
-    "vllm": "serve_apps.vllm:build_app",
-    "sglang": "serve_apps.sglang:build_app",
-}
 HEADROOM = 1.25
 _ACCELERATORS = ("GB200", "GB300", "B200", "B300", "H200", "H100", "H20", "A100", "L40S", "L4", "A10G",
                  "T4", "V100")
@@ -73,7 +69,7 @@ def accelerator_type(name: str | None) -> str | None:
 
 def hardware(study: Study, trial: TrialResult) -> str:
     """What the capacity was measured on (a simulated GPU is named as such)."""
-    if trial.engine == "sim":
+    if engine_class(trial.engine).simulated:
         return f"sim:{study.sim.flavour}:{study.sim.gpu}"
     for key in ("gpu_name", "gpu", "hardware", "device_name"):
         value = trial.resolved.get(key)
@@ -86,17 +82,27 @@ def app_args(study: Study, trial: TrialResult, *, capacity: float | None = None,
              lineage: dict[str, str] | None = None) -> AppArgs:
     """Builder arguments for the winner; `capacity` defaults to the trial's (pass the worst confirmed one)."""
     cap = trial.capacity if capacity is None else capacity
-    settings = study.engines.get(trial.engine) if trial.engine != "sim" else None  # type: ignore[call-overload]
+    engine = get_engine(trial.engine)
+    settings = engine.run_settings(study)
+    sim = settings if isinstance(settings, SimSettings) else None
     return AppArgs(
-        engine=trial.engine,  # type: ignore[arg-type]
+        engine=trial.engine,
         model=study.model,
         engine_args=dict(trial.args),
         deployment=deployment_args(study, cap, trial.metrics),
-        sim=study.sim if trial.engine == "sim" else None,
-        accelerator_type=None if trial.engine == "sim" else accelerator_type(hardware(study, trial)),
-        start_timeout_s=settings.start_timeout_s if settings else 600.0,
+        sim=sim,
+        accelerator_type=None if engine.simulated else accelerator_type(hardware(study, trial)),
+        start_timeout_s=600.0 if sim is not None else settings.start_timeout_s,
         lineage=dict(lineage or {}),
     )
+
+
+def builder(engine: str) -> str:
+    """The Serve builder of an engine, from its home (tuner.engines.<engine>.serve_builder)."""
+    path = engine_class(engine).serve_builder
+    if path is None:
+        raise ValueError(f"engine {engine!r} has no Ray Serve app to promote to")
+    return path
 
 
 def app_config(args: AppArgs, *, name: str, route_prefix: str) -> dict[str, Any]:
@@ -104,7 +110,7 @@ def app_config(args: AppArgs, *, name: str, route_prefix: str) -> dict[str, Any]
     return {
         "name": name,
         "route_prefix": route_prefix,
-        "import_path": BUILDERS[args.engine],
+        "import_path": builder(args.engine),
         "args": args.model_dump(mode="json", exclude_none=True),
     }
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from tuner.common.errors import SpecError
 from tuner.engines.base import LaunchSpec
 from tuner.search.space import Space, build_space
-from tuner.spec.study import EngineSettings, SimSettings, Study
+from tuner.spec.study import Study
 
 
 def check_output_dir(out: Path) -> None:
@@ -60,13 +60,6 @@ def verify_manifest(model_dir: Path, manifest: Path) -> None:
                             f"{manifest}:{i}", "re-download the model from a trusted source")
 
 
-def _settings(study: Study, engine: str) -> EngineSettings | SimSettings:
-    """The engine's run settings (its own interpreter), so arguments are checked by its own parser."""
-    if engine == "sim":
-        return study.sim
-    return study.engines.get(engine) or EngineSettings()  # type: ignore[call-overload]
-
-
 def check_engines(study: Study, space: Space) -> None:
     from tuner.engines import get_engine
     from tuner.engines.args import bad_names
@@ -79,10 +72,11 @@ def check_engines(study: Study, space: Space) -> None:
         if bad:  # a name like "x --trust-remote-code" would smuggle a flag into the argv
             raise SpecError(f"engine argument name {bad[0]!r} is not a snake_case name", where,
                             "write names like max_num_seqs (servetune makes the --flag from it)")
-        if name == "sim":
-            check_sim(study)
+        engine.preflight(study)
         try:
-            engine.check_args({**sp.defaults(), **sp.fixed}, LaunchSpec.for_check(study.model, _settings(study, name)))
+            # the engine's run settings (its own interpreter): arguments are checked by its own parser
+            launch = LaunchSpec.for_check(study.model, engine.run_settings(study))
+            engine.check_args({**sp.defaults(), **sp.fixed}, launch)
         except SpecError as exc:  # engines say "args.<name>"; the user wrote it under search_space.fixed
             key = exc.where.removeprefix("args.")
             if exc.where.startswith("args.") and key in sp.fixed:
@@ -90,27 +84,9 @@ def check_engines(study: Study, space: Space) -> None:
             raise
 
 
-def check_sim(study: Study) -> None:
-    from tuner.engines.sim import fault_flags
-    from tuner.sim import known_gpus, known_shapes, shape_for
-
-    if study.model.shape is not None:
-        if study.model.shape not in known_shapes():  # an explicit shape is used as is: no guessing
-            raise SpecError(f"unknown simulator shape {study.model.shape!r}", "model.shape",
-                            f"use one of {known_shapes()}")
-    else:
-        try:
-            shape_for(study.model.name)
-        except SpecError as exc:
-            raise SpecError(exc.what, "model.name", f"set model.shape to one of {known_shapes()}") from None
-    if study.sim.gpu not in known_gpus():
-        raise SpecError(f"unknown GPU {study.sim.gpu!r} for the simulator", "sim.gpu", f"use one of {known_gpus()}")
-    fault_flags(study.sim.faults)
-
-
 def check_space_files(study: Study, base_dir: Path) -> None:
     """A missing search_space.file is named as such, with the places looked in."""
-    from tuner.search.space import SPACES_DIR
+    from tuner.engines.base import SPACES_DIR
 
     if isinstance(study.search_space, dict):  # per-engine blocks: one for an engine not run would be ignored
         for key in study.search_space:

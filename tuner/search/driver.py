@@ -109,8 +109,10 @@ def _from_json(d: dict[str, Any]) -> TrialResult:
 
 def trial_resources(study: Study, engine: str) -> dict[str, float]:
     """CPUs and GPUs one trial holds. GPU engines default to their tensor-parallel size when the cluster has GPUs."""
+    from tuner.engines import engine_class
+
     gpus = study.resources.gpus_per_trial
-    if gpus == 0 and engine in ("vllm", "sglang") and ray.cluster_resources().get("GPU", 0) > 0:
+    if gpus == 0 and engine_class(engine).uses_gpu and ray.cluster_resources().get("GPU", 0) > 0:
         gpus = float(study.model.tensor_parallel_size)
     return {"cpu": study.resources.cpus_per_trial, "gpu": gpus}
 

@@ -21,12 +21,6 @@ import numpy as np
 
 from tuner.search.space import EngineSpace
 
-# Parameters whose larger values need more GPU memory (engine flavour -> names).
-MEMORY_PARAMS: dict[str, tuple[str, ...]] = {
-    "vllm": ("gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens"),
-    "sglang": ("mem_fraction_static", "max_running_requests", "chunked_prefill_size",
-               "max_prefill_tokens", "cuda_graph_max_bs"),
-}
 LEARNED_OUTCOMES = ("oom", "start_failed")  # outcomes that say the config itself cannot run
 RAN_OUTCOMES = ("ok", "sla_violated")
 
@@ -100,8 +94,7 @@ class FeasibilityModel:
         self._forest.pop(engine, None)  # refit lazily
 
     def _learn_oom(self, engine: str, full: dict[str, Any], number: int) -> None:
-        flavour = self.spaces[engine].flavour
-        floor = {k: float(full[k]) for k in MEMORY_PARAMS.get(flavour, ())
+        floor = {k: float(full[k]) for k in self.spaces[engine].memory_knobs
                  if isinstance(full.get(k), (int, float)) and not isinstance(full.get(k), bool)}
         if not floor:
             return

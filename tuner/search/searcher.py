@@ -319,7 +319,9 @@ def make_searcher(study: Study, space: Space) -> ConstrainedSearcher:
     the same space, workload and SLA are launched first (after the baseline).
     """
     core = SearchCore(study, space)
-    if study.search.prescreen and any(e != "sim" for e in study.engine_names):
+    from tuner.engines import engine_class
+
+    if study.search.prescreen and any(not engine_class(e).simulated for e in study.engine_names):
         from tuner.search.prescreen import prescreen
 
         core.warm_start(prescreen(study))

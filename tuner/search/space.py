@@ -17,11 +17,12 @@ import optuna
 from pydantic import ValidationError
 
 from tuner.common.errors import SpecError
+from tuner.engines import get_engine
+from tuner.engines.base import SPACES_DIR
 from tuner.spec.load import load_space_file
 from tuner.spec.space_file import Constraint, Param
 from tuner.spec.study import Study
 
-SPACES_DIR = Path(__file__).resolve().parents[2] / "search_spaces"
 _OPS = {"<=": operator.le, ">=": operator.ge, "<": operator.lt, ">": operator.gt, "==": operator.eq, "!=": operator.ne}
 
 
@@ -31,12 +32,13 @@ class Rejected(Exception):
 
 @dataclass
 class EngineSpace:
-    engine: str  # vllm | sglang | sim
-    flavour: str  # whose knobs: vllm | sglang
+    engine: str  # a registered engine: vllm | sglang | sim | ...
+    flavour: str  # whose knobs (the sim imitates vllm or sglang; a real engine is its own)
     params: dict[str, Param]
     constraints: list[Constraint]
     fixed: dict[str, Any] = field(default_factory=dict)
     max_model_len: int = 8192
+    memory_knobs: tuple[str, ...] = ()  # larger values need more GPU memory (from the engine's home)
 
     def baseline(self) -> dict[str, Any]:
         """The engine's defaults: every searched flag left out (the engine resolves it)."""
@@ -176,7 +178,8 @@ class Space:
 def build_space(study: Study, base_dir: Path | None = None) -> Space:
     engines = {}
     for engine in study.engine_names:
-        flavour = study.sim.flavour if engine == "sim" else engine
+        home = get_engine(engine)
+        flavour = home.flavour(study)
         ref = study.space_ref(engine)
         where = f"search_space{'.' + engine if isinstance(study.search_space, dict) else ''}"
         if ref.file:
@@ -186,7 +189,7 @@ def build_space(study: Study, base_dir: Path | None = None) -> Space:
             elif not path.is_absolute() and not path.exists():
                 path = SPACES_DIR.parent / path
         else:
-            path = SPACES_DIR / f"{flavour}.yaml"
+            path = home.space_path(study)
         spec = load_space_file(path)
         if spec.engine != flavour:
             raise SpecError(f"{path} is a space for {spec.engine!r}, not {flavour!r}", f"{where}.file",
@@ -217,6 +220,7 @@ def build_space(study: Study, base_dir: Path | None = None) -> Space:
             constraints=[*spec.constraints, *ref.constraints],
             fixed=dict(ref.fixed),
             max_model_len=study.model.max_model_len,
+            memory_knobs=home.memory_knobs_for(flavour),
         )
         _check_constraints(engines[engine], where, len(spec.constraints))
     return Space(engines)

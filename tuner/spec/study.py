@@ -8,11 +8,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from tuner.common.errors import SpecError
+from tuner.engines.registry import engine_class
+from tuner.engines.registry import names as engine_names
 from tuner.spec.sla import SLATerm, is_summary_key, parse_sla, renamed_hint
 from tuner.spec.space_file import SearchSpaceRef
 from tuner.spec.workload import Workload
-
-ENGINE_NAMES = ("vllm", "sglang", "sim")
 
 
 class Strict(BaseModel):
@@ -135,10 +135,10 @@ class Promotion(Strict):
 class Study(Strict):
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
     seed: int = 0
-    engine: Literal["vllm", "sglang", "sim"] | list[Literal["vllm", "sglang", "sim"]]
+    engine: str | list[str]  # registered engine names (tuner.engines.registry)
     model: ModelSpec
     sim: SimSettings = SimSettings()
-    engines: dict[Literal["vllm", "sglang"], EngineSettings] = {}
+    engines: dict[str, EngineSettings] = {}  # run settings per real engine
     search_space: SearchSpaceRef | dict[str, SearchSpaceRef] = SearchSpaceRef()
     workload: Workload
     capacity: CapacitySettings = CapacitySettings()
@@ -167,11 +167,29 @@ class Study(Strict):
     @field_validator("engine")
     @classmethod
     def _engines(cls, v: Any) -> Any:
+        known = engine_names()
         if isinstance(v, list):
             if not v:
-                raise SpecError("engine list must not be empty", "engine", "name one engine: vllm, sglang or sim")
+                raise SpecError("engine list must not be empty", "engine", f"name one engine: {', '.join(known)}")
             if len(set(v)) != len(v):
                 raise SpecError(f"engine listed twice: {v}", "engine", "list each engine once")
+        for name in v if isinstance(v, list) else [v]:
+            if name not in known:
+                raise SpecError(f"unknown engine {name!r}", "engine", f"use one of {known}")
+        return v
+
+    @field_validator("engines")
+    @classmethod
+    def _settings(cls, v: dict[str, EngineSettings]) -> dict[str, EngineSettings]:
+        known = engine_names()
+        real = [n for n in known if not engine_class(n).simulated]
+        for name in v:
+            if name not in known:
+                raise SpecError(f"engines has settings for unknown engine {name!r}", f"engines.{name}",
+                                f"key the blocks by engine: {real}")
+            if name not in real:
+                raise SpecError(f"the simulated engine {name!r} takes its settings under sim:, not engines:",
+                                f"engines.{name}", "move them to the sim: block")
         return v
 
     @property

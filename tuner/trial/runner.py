@@ -46,8 +46,10 @@ def run_trial(study: Study, plan: TrialPlan, trial_dir: Path, *, base_dir: Path 
         outcome=TrialOutcome.START_FAILED, baseline=plan.baseline, seed=plan.seed, notes=list(plan.notes),
     )
     t0 = time.monotonic()
+    from tuner.engines import get_engine
+
     try:
-        if plan.engine == "sim" and study.sim.mode == "virtual":
+        if get_engine(plan.engine).runs_virtual(study):
             _run_virtual(study, plan, trial_dir, result, base_dir)
         else:
             _run_server(study, plan, trial_dir, result, base_dir)
@@ -112,11 +114,7 @@ def _run_server(study: Study, plan: TrialPlan, trial_dir: Path, result: TrialRes
     from tuner.load.target import HttpTarget
 
     engine = get_engine(plan.engine)
-    settings = study.sim if plan.engine == "sim" else study.engines.get(plan.engine)
-    if settings is None:
-        from tuner.spec.study import EngineSettings
-
-        settings = EngineSettings()
+    settings = engine.run_settings(study)
     host = getattr(settings, "host", "127.0.0.1")
     port, sock = reserve_port(host)
     log_path = trial_dir / "engine.log"
@@ -132,7 +130,7 @@ def _run_server(study: Study, plan: TrialPlan, trial_dir: Path, result: TrialRes
         target = HttpTarget(
             srv.base_url, study.model.client_name, prompt_mode=study.workload.prompt,
             tokenizer=study.model.tokenizer, timeout_s=study.capacity.request_timeout_s,
-            metrics_prefix=engine.metrics_prefix,
+            metrics_prefix=engine.metrics_prefix, metric_names=engine.metric_names_for(launch),
         )
         cap = _capacity(study, target, plan, base_dir)
         _finish(study, cap, result, trial_dir, server_failure=srv.failure())
