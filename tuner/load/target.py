@@ -18,6 +18,7 @@ import asyncio
 import gc
 import json
 import math
+import sys
 import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -354,18 +355,27 @@ async def _sleep_until(deadline: float) -> None:
 
 
 class _Progress:
-    """A rich progress bar over the measured requests (refreshed twice a second to stay cheap)."""
+    """A one-line count of finished requests on a terminal's stderr, redrawn twice a second by the
+    event loop (a write of a few microseconds). Not rich's live bar: its render took a few ms in a
+    thread holding the GIL, stalling the loop twice a second, which showed in the P99 timings."""
 
     def __init__(self, total: int) -> None:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        self._p = Progress(TextColumn("requests"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                           refresh_per_second=2, transient=True)
-        self._task = self._p.add_task("load", total=total)
-        self._p.start()
+        self.total, self.done = total, 0
+        self.t0 = time.perf_counter()
+        self.out = sys.stderr
+        self.live = self.out.isatty()
+        self._handle = asyncio.get_running_loop().call_later(0.5, self._draw) if self.live else None
 
     def advance(self) -> None:
-        self._p.advance(self._task)
+        self.done += 1
+
+    def _draw(self) -> None:
+        self.out.write(f"\rrequests {self.done}/{self.total}  {time.perf_counter() - self.t0:.0f} s")
+        self.out.flush()
+        self._handle = asyncio.get_running_loop().call_later(0.5, self._draw)
 
     def close(self) -> None:
-        self._p.stop()
+        if self._handle is not None:
+            self._handle.cancel()
+            self.out.write("\r\x1b[K")
+            self.out.flush()
