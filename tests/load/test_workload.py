@@ -139,7 +139,7 @@ def test_bad_traces_are_spec_errors(tmp_path: Path) -> None:
     check("bad.jsonl", '{"arrival_s": 0, "input_len": 1, "output_len": 1}\n{oops\n', "bad JSON")
     check("cols.jsonl", '{"arrival_s": 0, "input_len": 5}\n', "lacks column")
     check("neg.jsonl", '{"arrival_s": 0, "input_len": 0, "output_len": 3}\n', "lengths >= 1")
-    check("trace.csv", "a,b\n", "unknown trace format")
+    check("trace.tsv", "a\tb\n", "unknown trace format")
 
 
 def test_bad_classes_are_spec_errors() -> None:

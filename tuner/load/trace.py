@@ -1,4 +1,5 @@
-"""Trace replay: a Parquet or JSONL file of (arrival_s, input_len, output_len[, cls]) rows."""
+"""Trace replay: a Parquet or JSONL file of (arrival_s, input_len, output_len[, cls]) rows, or a published
+trace (Azure LLM inference CSV, Mooncake JSONL) read by tuner.load.trace_formats."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from tuner.common.errors import SpecError
+from tuner.load import trace_formats
 
 COLUMNS = ("arrival_s", "input_len", "output_len")
 
@@ -34,17 +36,22 @@ def resolve(path: Path, base_dir: Path | None) -> Path:
     return path if path.is_absolute() or base_dir is None else base_dir / path
 
 
-def read_trace(path: Path, where: str = "workload.trace.path") -> TraceRows:
-    """Read and check a trace; every problem is a SpecError naming the file."""
+def read_trace(path: Path, where: str = "workload.trace.path", fmt: str = "auto") -> TraceRows:
+    """Read and check a trace (servetune's, Azure CSV or Mooncake JSONL); every problem is a SpecError naming the file."""
     if not path.exists():
         raise SpecError(f"trace file not found: {path}", where, "check the path (relative paths are from the study file)")
     suffix = path.suffix.lower()
-    if suffix == ".parquet":
+    fmt = trace_formats.detect(path) if fmt == "auto" else fmt
+    if fmt == "azure":
+        cols = trace_formats.read_azure(path, where)
+    elif fmt == "mooncake":
+        cols = trace_formats.read_mooncake(path, where)
+    elif suffix == ".parquet":
         cols = _read_parquet(path, where)
     elif suffix in (".jsonl", ".json", ".ndjson"):
         cols = _read_jsonl(path, where)
     else:
-        raise SpecError(f"unknown trace format {suffix!r}", where, "give a .parquet or .jsonl file")
+        raise SpecError(f"unknown trace format {suffix!r}", where, "give a .parquet or .jsonl file, an Azure trace .csv or a Mooncake .jsonl")
     missing = [c for c in COLUMNS if c not in cols]
     if missing:
         raise SpecError(f"trace {path} lacks column(s) {missing}", where, f"give columns {list(COLUMNS)} (+ optional cls)")

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from tuner.common.errors import SpecError
-from tuner.load import lengths
+from tuner.load import datasets, lengths
 from tuner.load.arrivals import arrival_times
 from tuner.load.profiles import DEFAULT_CONCURRENCY, PROFILES
 from tuner.load.records import Request
@@ -29,6 +29,11 @@ def classes_for(workload: Workload, base_dir: Path | None = None) -> list[Reques
         return list(PROFILES[workload.profile])
     if workload.classes is not None:
         return list(workload.classes)
+    if workload.dataset is not None:
+        pairs = _dataset(workload, base_dir)
+        return [RequestClass(name="dataset", weight=1.0,
+                             input=Empirical(dist="empirical", values=pairs.input_len.tolist()),
+                             output=Empirical(dist="empirical", values=pairs.output_len.tolist()))]
     assert workload.trace is not None  # the spec model guarantees exactly one source
     rows = _trace(workload, base_dir)
     out: list[RequestClass] = []
@@ -46,6 +51,9 @@ def validate_workload(workload: Workload, base_dir: Path | None = None) -> None:
     """Everything checkable before an engine starts: the trace file, distribution bounds, class names."""
     if workload.trace is not None:
         _trace(workload, base_dir)
+        return
+    if workload.dataset is not None:
+        _dataset(workload, base_dir)
         return
     classes = classes_for(workload, base_dir)
     names = [c.name for c in classes]
@@ -108,6 +116,11 @@ def generate(
         inp, out, names, abnormal, arrivals = _from_trace(workload, base_dir, w, n, rate)
         groups = np.full(w + n, -1)
         plen = np.zeros(w + n, dtype=np.int64)
+    elif workload.dataset is not None:  # (prompt, reply) pairs kept together, as vLLM samples them
+        inp, out = datasets.sample(_dataset(workload, base_dir), w + n, np.random.default_rng(len_seed))
+        names, abnormal = ["dataset"] * (w + n), np.zeros(w + n, dtype=bool)
+        groups, plen = np.full(w + n, -1), np.zeros(w + n, dtype=np.int64)
+        arrivals = np.concatenate([np.zeros(w), arrival_times(workload.arrivals, n, rate, np.random.default_rng(arr_seed))])
     else:
         classes = classes_for(workload, base_dir)
         inp, out, names, abnormal, groups, plen = _from_classes(classes, w + n, cls_seed, len_seed, pre_seed)
@@ -174,4 +187,9 @@ def _from_trace(
 
 def _trace(workload: Workload, base_dir: Path | None) -> TraceRows:
     assert workload.trace is not None
-    return read_trace(resolve(workload.trace.path, base_dir))
+    return read_trace(resolve(workload.trace.path, base_dir), fmt=workload.trace.format)
+
+
+def _dataset(workload: Workload, base_dir: Path | None) -> datasets.LengthPairs:
+    assert workload.dataset is not None
+    return datasets.read_dataset(workload.dataset, resolve(workload.dataset.path, base_dir))

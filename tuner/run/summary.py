@@ -19,7 +19,9 @@ def print_plan(study: Study, space: Space, out: Path, uri: str) -> None:
           + (f" (simulated {study.sim.flavour} on {study.sim.gpu}, {study.sim.mode} time)" if "sim" in study.engine_names else ""))
     print(f"  model: {study.model.name} max_model_len={study.model.max_model_len} tp={study.model.tensor_parallel_size}")
     wl = study.workload
-    print(f"  workload: {wl.profile or ('trace ' + str(wl.trace.path) if wl.trace else f'{len(wl.classes or [])} classes')}"
+    source = (wl.profile or (f"trace {wl.trace.path} ({wl.trace.format})" if wl.trace else None)
+              or (f"dataset {wl.dataset.path}" if wl.dataset else f"{len(wl.classes or [])} classes"))
+    print(f"  workload: {source}"
           f", arrivals {wl.arrivals.process}, {study.capacity.requests_per_point} requests per load point")
     print(f"  SLA: {', '.join(str(t) for t in study.sla)}")
     print(f"  objective: maximise {study.objective.metric} at SLA capacity ({study.objective.mode}); "

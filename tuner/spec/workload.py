@@ -106,27 +106,48 @@ class Arrivals(Strict):
 
 
 class Trace(Strict):
-    """Replay a Parquet or JSONL file of (arrival_s, input_len, output_len[, cls])."""
+    """Replay a trace: servetune's Parquet/JSONL of (arrival_s, input_len, output_len[, cls]), the Azure
+    LLM inference trace CSV, or a Mooncake JSONL trace (tuner.load.trace_formats)."""
 
     path: Path
+    format: Literal["auto", "servetune", "azure", "mooncake"] = "auto"  # auto: by suffix and first record
     time_scale: float = Field(default=1.0, gt=0)  # >1 replays faster
 
 
+class Dataset(Strict):
+    """Requests drawn from a real dataset on disk (tuner.load.datasets): ShareGPT JSON/JSONL or Hugging
+    Face `datasets` files (a save_to_disk folder, .parquet, .arrow, .jsonl); arrivals from `arrivals`."""
+
+    path: Path
+    prompt_field: str | None = None  # text columns, for rows without conversations/messages
+    output_field: str | None = None
+    tokenizer: str | None = None  # local tokenizer folder to count tokens; default one token per word
+    min_len: int = Field(default=4, ge=1)  # vLLM's ShareGPT filter: shorter prompts or replies dropped
+    output_len: int | None = Field(default=None, gt=0)  # fixed output length (vLLM's --sharegpt-output-len)
+
+    @model_validator(mode="after")
+    def _fields(self) -> Dataset:
+        if self.output_field is not None and self.prompt_field is None:
+            raise ValueError("output_field needs prompt_field | fix: name the prompt column too")
+        return self
+
+
 class Workload(Strict):
-    """Exactly one of `profile`, `classes` or `trace`."""
+    """Exactly one of `profile`, `classes`, `trace` or `dataset`."""
 
     profile: Literal["static", "dynamic", "mixed"] | None = None
     classes: list[RequestClass] | None = None
     trace: Trace | None = None
+    dataset: Dataset | None = None
     arrivals: Arrivals = Arrivals()
     warmup_requests: int = Field(default=8, ge=0)
     prompt: Literal["words", "token_ids", "tokenizer"] = "words"  # how exact prompt lengths are made
 
     @model_validator(mode="after")
     def _one_source(self) -> Workload:
-        given = [k for k in ("profile", "classes", "trace") if getattr(self, k) is not None]
+        given = [k for k in ("profile", "classes", "trace", "dataset") if getattr(self, k) is not None]
         if len(given) != 1:
-            raise ValueError(f"give exactly one of profile, classes or trace (got {given or 'none'})"
+            raise ValueError(f"give exactly one of profile, classes, trace or dataset (got {given or 'none'})"
                              " | fix: keep one of them")
         if self.classes is not None and not self.classes:
             raise ValueError("classes must not be empty")
