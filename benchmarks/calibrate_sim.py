@@ -1,9 +1,10 @@
 """Fit the simulator's efficiency factors and overheads to real measurements.
 
 Minimises the mean absolute log error, capped per figure (robust: one queueing-sensitive P99 does
-not dominate), of the five `vllm bench serve` figures (output tok/s, P50/P99
-TTFT, P50/P99 TPOT) over the FIT_SET points of tuner/sim/reference.py, by coordinate search in
-log space (no extra dependency). Prints the fitted Calibration; `--write` rewrites
+not dominate), of the seven `vllm bench serve` figures (output tok/s, P50/P99 TTFT, P50/P99 TPOT,
+P50/P99 ITL) over the FIT_SET points of tuner/sim/reference.py, plus the TTFT and ITL quantiles
+(P10..P99) of the per-request replays (REPLAYS: the simulator fed the measured send times of
+servetune's H200 baseline records), by coordinate search in log space (no extra dependency). Prints the fitted Calibration; `--write` rewrites
 tuner/sim/calibration.py with it. Held-out error: benchmarks/sim_fidelity.py.
 
     .venv/bin/python benchmarks/calibrate_sim.py [--write] [--rounds 40]
@@ -22,10 +23,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tuner.sim.calibration import FITTED
 from tuner.sim.cost import Calibration
-from tuner.sim.reference import ALL_POINTS, FIT_SET, METRICS, measured, simulate
+from tuner.sim.reference import ALL_POINTS, FIT_SET, METRICS, REPLAYS, measured, replay, simulate
 
-FREE = ("e_lin", "e_w", "e_attn", "e_kv", "o_step_s", "o_tok_s", "launch_per_layer_s", "eager_mult", "frontend_s")
+FREE = ("e_lin", "e_w", "e_attn", "e_kv", "o_step_s", "o_tok_s", "launch_per_layer_s", "eager_mult", "frontend_s",
+        "ingress_per_seq_s")
 BOUNDS = {
+    "ingress_per_seq_s": (1e-6, 5e-3),
     "e_lin": (0.2, 1.0), "e_w": (0.3, 1.0), "e_attn": (0.1, 1.0), "e_kv": (0.2, 1.0),
     "o_step_s": (1e-5, 0.02), "o_tok_s": (1e-9, 1e-5), "launch_per_layer_s": (1e-7, 5e-4),
     "eager_mult": (1.0, 2.0), "frontend_s": (1e-4, 0.05),
@@ -45,15 +48,23 @@ def loss(cal: Calibration) -> float:
                 return math.inf
             total += min(abs(math.log(sim[m] / real[m])), CAP)
             n += 1
+    for study in REPLAYS:
+        sim_d, real_d = replay(study, cal)
+        for key in sim_d:
+            for s_q, r_q in zip(sim_d[key], real_d[key], strict=True):
+                total += min(abs(math.log(s_q / r_q)), CAP)
+                n += 1
     return total / n
 
 
-def fit(start: Calibration, rounds: int, step: float) -> tuple[Calibration, float]:
-    best = dataclasses.replace(start, o_tok_s=max(start.o_tok_s, 1e-8))
+def fit(start: Calibration, rounds: int, step: float, free: tuple[str, ...] = FREE,
+        log: Path | None = None) -> tuple[Calibration, float]:
+    best = dataclasses.replace(start, o_tok_s=max(start.o_tok_s, 1e-8),
+                               ingress_per_seq_s=max(start.ingress_per_seq_s, 4e-4))
     best_loss = loss(best)
     for r in range(rounds):
         improved = False
-        for name in FREE:
+        for name in free:
             lo, hi = BOUNDS[name]
             for f in (step, 1 / step):
                 value = min(max(getattr(best, name) * f, lo), hi)
@@ -63,6 +74,8 @@ def fit(start: Calibration, rounds: int, step: float) -> tuple[Calibration, floa
                     best, best_loss, improved = cand, cand_loss, True
                     break
         print(f"round {r}: step x{step:.3f} loss {best_loss:.5f}", flush=True)
+        if log is not None:  # a long fit can be stopped and its best so far kept
+            log.write_text(render(best))
         if not improved:
             step = math.sqrt(step)
             if step < 1.005:
@@ -87,10 +100,15 @@ def main() -> None:
     ap.add_argument("--write", action="store_true", help="rewrite tuner/sim/calibration.py")
     ap.add_argument("--rounds", type=int, default=40)
     ap.add_argument("--step", type=float, default=1.5, help="first multiplicative step of the search")
+    ap.add_argument("--free", default=",".join(FREE), help="comma-separated factors to fit (the rest stay)")
+    ap.add_argument("--log", type=Path, help="write the best calibration so far here after every round")
     a = ap.parse_args()
+    free = tuple(a.free.split(","))
+    if unknown := [f for f in free if f not in BOUNDS]:
+        sys.exit(f"--free: unknown factor(s) {unknown}; choose from {', '.join(FREE)}")
     t0 = time.process_time()
     start_loss = loss(FITTED)
-    cal, fitted_loss = fit(FITTED, a.rounds, a.step)
+    cal, fitted_loss = fit(FITTED, a.rounds, a.step, free, a.log)
     print(render(cal))
     print(f"fit points={len(FIT_SET)} loss_before={start_loss:.5f} loss_after={fitted_loss:.5f} "
           f"cpu_s={time.process_time() - t0:.1f}")

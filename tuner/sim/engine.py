@@ -111,6 +111,9 @@ class SimulatedEngine:
             pending = [(s.arrival, i) for i, s in enumerate(seqs)]
             heapq.heapify(pending)
         waiting = sched.waiting
+        running = sched.running
+        per_seq = self.cal.ingress_per_seq_s
+        inbound: list[tuple[float, int]] = []  # (time the engine sees it, request index), a heap
         finished = sched.finished
         advance = sched.advance
         heappop, heappush = heapq.heappop, heapq.heappush
@@ -127,11 +130,17 @@ class SimulatedEngine:
                     errors[i] = TOO_LONG
                     if backlog:  # the client hears the 400 at once and sends its next request
                         heappush(pending, (t_send, backlog.popleft()))
+                elif per_seq and running:  # the API server is busy streaming: the engine sees it later
+                    heappush(inbound, (t_send + per_seq * len(running), i))
                 else:
                     waiting.append(s)
+            while inbound and inbound[0][0] <= now:
+                waiting.append(seqs[heappop(inbound)[1]])
             if now >= t_stop:
                 break
             next_arr = pending[0][0] if pending else inf
+            if inbound and inbound[0][0] < next_arr:
+                next_arr = inbound[0][0]
             progressed = advance(next_arr if next_arr < t_stop else t_stop)
             if finished:
                 if backlog:
@@ -140,8 +149,8 @@ class SimulatedEngine:
                             heappush(pending, (s.done, backlog.popleft()))  # type: ignore[arg-type]
                 finished.clear()
             if not progressed:
-                if pending and pending[0][0] < t_stop:
-                    sched.now = max(sched.now, pending[0][0])
+                if next_arr < t_stop:
+                    sched.now = max(sched.now, next_arr)
                     continue
                 break
         record = self._record

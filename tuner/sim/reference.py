@@ -143,3 +143,37 @@ def simulate(point: RefPoint, cal: Calibration | None = None, seeds: tuple[int, 
 
 def errors_pct(sim: dict[str, float], real: dict[str, float]) -> dict[str, float]:
     return {m: abs(sim[m] - real[m]) / real[m] * 100.0 for m in METRICS}
+
+
+# ---- per-request replays: servetune's own H200 records, every request's send time and token times --------
+RESULTS_ROOT = REF_ROOT.parent / "results" / "h200"
+REPLAYS = ("h200-static", "h200-static-high")  # requests_baseline.parquet: the default config's last load point
+QUANTILES = (10, 25, 50, 75, 90, 95, 99)
+
+
+def replay_requests(study: str, root: Path = RESULTS_ROOT) -> tuple[list[Request], list[RequestRecord]]:
+    """The measured (non-warm-up) requests of a study's baseline, re-based to send time 0, and their records."""
+    from tuner.load.records_io import read_records, to_records  # pyarrow: only where replays are used
+
+    table = read_records(root / study / "requests_baseline.parquet")
+    recs = sorted((r for r in to_records(table) if not r.warmup),
+                  key=lambda r: r.sent_s)
+    t0 = recs[0].sent_s
+    reqs = [Request(i, r.sent_s - t0, r.input_len, r.output_len) for i, r in enumerate(recs)]
+    return reqs, recs
+
+
+def distribution(records: list[RequestRecord]) -> dict[str, list[float]]:
+    """TTFT and ITL quantiles (ms) of a run: the shape of the distribution, not only its P99."""
+    ok = [r for r in records if r.ok]
+    ttft = np.array([r.ttft_s for r in ok]) * 1e3
+    itl = np.concatenate([np.diff(r.token_times) for r in ok]) * 1e3
+    return {"ttft": np.percentile(ttft, QUANTILES).tolist(), "itl": np.percentile(itl, QUANTILES).tolist()}
+
+
+def replay(study: str, cal: Calibration | None = None) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """(simulated, measured) distributions, the simulator fed the exact measured send times and lengths."""
+    reqs, real = replay_requests(study)
+    eng = SimulatedEngine(flavour="vllm", gpu="H200", shape="qwen3-8b", args={}, max_model_len=16384,
+                          calibration=cal)
+    return distribution(eng.run(reqs)), distribution(real)
