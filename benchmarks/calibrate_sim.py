@@ -17,6 +17,7 @@ import dataclasses
 import math
 import sys
 import time
+from multiprocessing import Pool
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -37,24 +38,26 @@ CAP = 0.25  # per-figure cap on |log error|: a threshold effect (queueing onset)
 CAL_FILE = Path(__file__).resolve().parents[1] / "tuner" / "sim" / "calibration.py"
 
 
-def loss(cal: Calibration) -> float:
-    total, n = 0.0, 0
-    for p in ALL_POINTS:
-        if p.name not in FIT_SET:
-            continue
+def _terms(job: tuple[Calibration, str]) -> list[float]:
+    """Capped |log error| of every figure of one fit point or one replay (one unit of parallel work)."""
+    cal, what = job
+    if what in REPLAYS:
+        sim_d, real_d = replay(what, cal)
+        pairs = [(s_q, r_q) for key in sim_d for s_q, r_q in zip(sim_d[key], real_d[key], strict=True)]
+    else:
+        p = next(q for q in ALL_POINTS if q.name == what)
         sim, real = simulate(p, cal), measured(p)
-        for m in METRICS:
-            if not sim[m] > 0:
-                return math.inf
-            total += min(abs(math.log(sim[m] / real[m])), CAP)
-            n += 1
-    for study in REPLAYS:
-        sim_d, real_d = replay(study, cal)
-        for key in sim_d:
-            for s_q, r_q in zip(sim_d[key], real_d[key], strict=True):
-                total += min(abs(math.log(s_q / r_q)), CAP)
-                n += 1
-    return total / n
+        pairs = [(sim[m], real[m]) for m in METRICS]
+    return [min(abs(math.log(s / r)), CAP) if s > 0 else math.inf for s, r in pairs]
+
+
+POOL: Pool | None = None  # --jobs > 1: points and replays of one loss run in parallel
+
+
+def loss(cal: Calibration) -> float:
+    jobs = [(cal, p.name) for p in ALL_POINTS if p.name in FIT_SET] + [(cal, r) for r in REPLAYS]
+    terms = [t for ts in (POOL.map(_terms, jobs) if POOL else map(_terms, jobs)) for t in ts]
+    return sum(terms) / len(terms)
 
 
 def fit(start: Calibration, rounds: int, step: float, free: tuple[str, ...] = FREE,
@@ -102,7 +105,11 @@ def main() -> None:
     ap.add_argument("--step", type=float, default=1.5, help="first multiplicative step of the search")
     ap.add_argument("--free", default=",".join(FREE), help="comma-separated factors to fit (the rest stay)")
     ap.add_argument("--log", type=Path, help="write the best calibration so far here after every round")
+    ap.add_argument("--jobs", type=int, default=1, help="processes evaluating points in parallel")
     a = ap.parse_args()
+    global POOL
+    if a.jobs > 1:
+        POOL = Pool(a.jobs)
     free = tuple(a.free.split(","))
     if unknown := [f for f in free if f not in BOUNDS]:
         sys.exit(f"--free: unknown factor(s) {unknown}; choose from {', '.join(FREE)}")
