@@ -4,7 +4,9 @@
         --duration 60 --sla "p99_ttft_ms<=500,p99_e2el_ms<=8000" --output runs/bench1
 
 `--workload` is a profile (static, dynamic, mixed) or a YAML file with a workload (classes or a
-trace). `--rate` and `--concurrency` take one value or a comma list (a step test); with neither,
+trace). `vllm bench serve`'s flag names work too (tuner.bench.vllm_flags): --base-url, --request-rate,
+--num-prompts, --max-concurrency, --dataset-name/--dataset-path, --goodput, --percentile-metrics,
+--save-result; a load run's `result.json` is vLLM's result JSON. `--rate` and `--concurrency` take one value or a comma list (a step test); with neither,
 the static profile steps concurrency 8,16,32,64 and a trace replays at its own pace. `--capacity`
 runs the trials' capacity search instead. Exit status: 0 done, 2 bad input, 1 every request failed.
 """
@@ -20,6 +22,7 @@ from typing import Any
 
 from rich.console import Console
 
+from tuner.bench import vllm_flags
 from tuner.common.errors import SpecError
 from tuner.load import bench_output as output
 from tuner.load import ruler
@@ -27,6 +30,7 @@ from tuner.load.capacity import LoadPoint, find_capacity, point_violation
 from tuner.load.metrics import summarize
 from tuner.load.records_io import RecordWriter
 from tuner.load.target import HttpTarget
+from tuner.load.vllm_result import result_json
 from tuner.load.workload import (
     DEFAULT_CONCURRENCY,
     abnormal_classes,
@@ -42,16 +46,18 @@ from tuner.spec.workload import Workload
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m tuner.bench", description=__doc__.splitlines()[0])
-    p.add_argument("--url", required=True, help="server root, e.g. http://127.0.0.1:8000")
+    p.add_argument("--url", "--base-url", dest="url", required=True, help="server root, e.g. http://127.0.0.1:8000")
     p.add_argument("--model", required=True, help="model name the server serves")
     p.add_argument("--workload", default="dynamic", help="static | dynamic | mixed | path to a workload YAML")
     load = p.add_mutually_exclusive_group()
-    load.add_argument("--rate", help="req/s of the arrival process; a comma list steps through loads")
+    load.add_argument("--rate", "--request-rate", dest="rate",
+                      help="req/s of the arrival process; a comma list steps through loads; inf: all at once")
     load.add_argument("--concurrency", help="closed-loop concurrency; a comma list steps through loads")
     p.add_argument("--max-concurrency", type=int, default=None, help="cap in-flight requests of a rate run")
     size = p.add_mutually_exclusive_group()
     size.add_argument("--duration", type=float, help="seconds of sending per load")
-    size.add_argument("--requests", type=int, help="measured requests per load (default 200)")
+    size.add_argument("--requests", "--num-prompts", dest="requests", type=int,
+                      help="measured requests per load (default 200)")
     p.add_argument("--sla", default="", help='e.g. "p99_ttft_ms<=500,p99_e2el_ms<=8000"')
     p.add_argument("--output", type=Path, help="folder for records.parquet, summary.json, probes.json")
     p.add_argument("--seed", type=int, default=0)
@@ -73,12 +79,17 @@ def parser() -> argparse.ArgumentParser:
     cap.add_argument("--high", type=float, default=64.0)
     cap.add_argument("--tolerance", type=float, default=0.05)
     cap.add_argument("--max-points", type=int, default=8)
+    vllm_flags.add_flags(p)
     return p
 
 
 def load_workload(arg: str, args: argparse.Namespace) -> tuple[Workload, Path | None]:
     path = Path(arg)
-    if arg in ("static", "dynamic", "mixed"):
+    given = vllm_flags.dataset_workload(args)
+    if given is not None:
+        data, base = given
+        path = Path("--dataset-name")
+    elif arg in ("static", "dynamic", "mixed"):
         data: dict[str, Any] = {"profile": arg}
         base = None
     elif path.suffix.lower() in (".yaml", ".yml") or path.exists():
@@ -150,7 +161,7 @@ def run_load(target: HttpTarget, workload: Workload, base: Path | None, mode: st
     finally:
         if writer:
             writer.close()
-    summary = summarize(records, sla=sla, abnormal=abnormal_classes(workload, base))
+    summary = summarize(records, sla=args.goodput_slos or sla, abnormal=abnormal_classes(workload, base))
     ruler.attach(summary, target.last_client, sla)
     if folder:
         output.write_json(folder / "summary.json", summary)
@@ -159,6 +170,15 @@ def run_load(target: HttpTarget, workload: Workload, base: Path | None, mode: st
             "url": args.url, "model": args.model, "workload": workload.model_dump(mode="json"), "mode": mode,
             "load": load, "requests": n, "seed": args.seed, "sla": [str(t) for t in sla], "api": args.api,
         })
+    if paths := vllm_flags.result_paths(args, mode, load, folder):
+        run = {"model_id": args.model, "tokenizer_id": args.tokenizer, "num_prompts": n,
+               "request_rate": load if mode == "rate" else "inf", "burstiness": args.burstiness or 1.0,
+               "max_concurrency": concurrency, "label": args.label}
+        result = result_json(records, summary, run=run, metrics=args.percentile_metric_names,
+                             percentiles=args.percentiles, goodput=bool(args.goodput_slos or sla),
+                             detailed=args.save_detailed)
+        for where in paths:
+            output.write_json(where, result)
     return summary
 
 
@@ -184,6 +204,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     console = Console(width=None if sys.stdout.isatty() else 160)
     try:
+        vllm_flags.apply(args)
         sla = parse_sla(args.sla, "--sla") if args.sla else []
         workload, base = load_workload(args.workload, args)
         target = HttpTarget(args.url, args.model, api=args.api, prompt_mode=workload.prompt,
