@@ -29,13 +29,15 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from tuner.search.ask_tell import TrialReport  # noqa: E402
 from tuner.search.feasibility import config_key  # noqa: E402
-from tuner.search.fidelity import RungStop, StopTrial  # noqa: E402
 from tuner.search.prescreen import simulate, stopped_result  # noqa: E402
 from tuner.search.searcher import SearchCore  # noqa: E402
 from tuner.search.space import Rejected, Space, build_space  # noqa: E402
 from tuner.spec.load import load_yaml, validate  # noqa: E402
 from tuner.spec.study import Study  # noqa: E402
+from tuner.trial.fidelity import RungStop, StopTrial  # noqa: E402
+from tuner.trial.outcome import TrialOutcome  # noqa: E402
 
 CHECKPOINTS = (10, 20, 30)
 LANDSCAPE = {"model", "sim", "workload", "capacity", "sla", "objective", "search_space", "seed"}  # cache key
@@ -46,7 +48,7 @@ class Oracle:
 
     def __init__(self, study: Study, space: Space) -> None:
         self.study, self.space = study, space
-        self.cache: dict[tuple[str, str], dict[str, Any]] = {}
+        self.cache: dict[tuple[str, str], TrialReport] = {}
         self.sim_s = 0.0
 
     def load(self, path: Path | None) -> None:
@@ -62,7 +64,7 @@ class Oracle:
                 pickle.dump(self.cache, f)
             tmp.replace(path)
 
-    def full(self, engine: str, args: dict[str, Any]) -> dict[str, Any]:
+    def full(self, engine: str, args: dict[str, Any]) -> TrialReport:
         sp = self.space.engines[engine]
         key = config_key(engine, {**sp.defaults(), **args})
         if key not in self.cache:
@@ -72,12 +74,13 @@ class Oracle:
         return self.cache[key]
 
     def evaluate(self, engine: str, args: dict[str, Any], incumbent: tuple[float | None, float | None],
-                 rung: bool) -> dict[str, Any]:
-        """The trial's result; with `rung`, the capacity search replayed through the rung stop."""
+                 rung: bool) -> tuple[TrialReport, float | None]:
+        """The trial's result and its full capacity; with `rung`, the capacity search replayed through the
+        rung stop (the capacity is then the unstopped search's)."""
         res = self.full(engine, args)
-        points = res.get("load_points") or []
+        points = res.load_points
         if not rung or not points:
-            return res
+            return res, res.capacity
         hook = RungStop(incumbent=incumbent[0], incumbent_load=incumbent[1], sla=self.study.sla,
                         metric=self.study.objective.metric)
         seen: list[Any] = []
@@ -86,8 +89,8 @@ class Oracle:
             try:
                 hook(p)
             except StopTrial as stop:
-                return {**stopped_result(self.study, stop.reason, seen), "capacity_full": res.get("capacity")}
-        return res
+                return stopped_result(self.study, stop.reason, seen), res.capacity
+        return res, res.capacity
 
 
 def load_study(path: Path, algorithm: str, seed: int, trials: int, sla: str | None = None) -> Study:
@@ -112,8 +115,8 @@ def grid_optimum(oracle: Oracle, points: int, knobs: list[str]) -> tuple[float, 
                 continue
             n += 1
             res = oracle.full(engine, args)
-            obj = res.get("objective")
-            if res["outcome"] == "ok" and obj is not None and obj > best:
+            obj = res.objective
+            if res.outcome is TrialOutcome.OK and obj is not None and obj > best:
                 best, best_cfg = obj, {"engine": engine, **args}
     return best, best_cfg, n
 
@@ -131,19 +134,18 @@ def run_search(oracle: Oracle, study: Study, trials: int, rung: bool) -> dict[st
             cfg = core.ask()
             if cfg is None:
                 break
-            batch.append((cfg, (cfg["incumbent"], cfg["incumbent_capacity"])))
+            batch.append((cfg, (cfg.incumbent, cfg.incumbent_capacity)))
         if not batch:
             break
         for cfg, incumbent in batch:
-            res = oracle.evaluate(cfg["engine"], cfg["args"], incumbent, rung)
-            points += int(res.get("points") or 0)
-            core.tell(cfg["number"], res)
-            if cfg["baseline"]:
-                baseline_cap = res.get("capacity")
-            if res["outcome"] == "ok" and res.get("objective") is not None and \
-                    (best is None or res["objective"] > best["objective"]):
-                best = {"objective": res["objective"], "engine": cfg["engine"], "args": cfg["args"],
-                        "capacity": res.get("capacity_full", res.get("capacity"))}
+            res, capacity_full = oracle.evaluate(cfg.engine, cfg.args, incumbent, rung)
+            points += res.points
+            core.tell(cfg.number, res)
+            if cfg.baseline:
+                baseline_cap = res.capacity
+            if res.outcome is TrialOutcome.OK and res.objective is not None and \
+                    (best is None or res.objective > best["objective"]):
+                best = {"objective": res.objective, "engine": cfg.engine, "args": cfg.args, "capacity": capacity_full}
             best_by_n.append(best["objective"] if best else None)
     return {"best_by_n": best_by_n, "best": best, "points": points, "rejected": len(core.rejected),
             "duplicates": core.duplicates, "baseline_capacity": baseline_cap}

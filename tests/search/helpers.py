@@ -5,10 +5,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from tuner.search.ask_tell import Suggestion, TrialReport
 from tuner.search.searcher import SearchCore
 from tuner.search.space import Space, build_space
 from tuner.spec.load import validate
 from tuner.spec.study import Study
+from tuner.trial.outcome import TrialOutcome
 
 
 def make_study(**changes: Any) -> Study:
@@ -26,20 +28,20 @@ def core_for(study: Study) -> tuple[SearchCore, Space]:
     return SearchCore(study, space), space
 
 
-def synthetic(space: Space, cfg: dict[str, Any]) -> dict[str, Any]:
+def synthetic(space: Space, cfg: Suggestion) -> TrialReport:
     """A made-up response surface: OOM when memory knobs are all high; SLA breaks at small batches."""
-    sp = space.engines[cfg["engine"]]
-    a = {**sp.defaults(), **cfg["args"]}
-    if cfg["engine"] == "sglang":
+    sp = space.engines[cfg.engine]
+    a = {**sp.defaults(), **cfg.args}
+    if cfg.engine == "sglang":
         mem, seqs = a["mem_fraction_static"], a.get("max_running_requests") or 256
         mem_hi = 0.9
     else:
         mem, seqs = a["gpu_memory_utilization"], a["max_num_seqs"]
         mem_hi = 0.9
     if mem >= mem_hi and seqs >= 128:
-        return {"outcome": "oom", "reason": "CUDA out of memory"}
+        return TrialReport.failed(TrialOutcome.OOM, "CUDA out of memory")
     obj = 1000.0 * math.log(seqs) * mem
     ttft = 4000.0 / math.log(seqs)
     viol = [(ttft - 1000.0) / 1000.0, -0.5]
-    outcome = "ok" if max(viol) <= 0 else "sla_violated"
-    return {"outcome": outcome, "objective": obj, "violations": viol, "latency": ttft, "capacity": obj / 100}
+    outcome = TrialOutcome.OK if max(viol) <= 0 else TrialOutcome.SLA_VIOLATED
+    return TrialReport(outcome, objective=obj, violations=list(viol), latency=ttft, capacity=obj / 100)

@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from tests.search.helpers import core_for, make_study, synthetic
+from tuner.search.ask_tell import TrialReport
 from tuner.search.feasibility import FeasibilityModel
 from tuner.search.space import build_space
+from tuner.trial.outcome import TrialOutcome
 
 
 def _params(mns: int, gmu: float, mbt: int = 8192) -> dict[str, Any]:
@@ -19,15 +21,15 @@ def test_known_oom_config_is_not_relaunched_nor_anything_larger() -> None:
     core, _ = core_for(make_study(search={"algorithm": "random", "baseline_first": False}))
     core.optuna.enqueue_trial(_params(512, 0.95))
     first = core.ask()
-    assert first is not None and first["args"]["max_num_seqs"] == 512
-    core.tell(first["number"], {"outcome": "oom", "reason": "CUDA out of memory"})
+    assert first is not None and first.args["max_num_seqs"] == 512
+    core.tell(first.number, TrialReport.failed(TrialOutcome.OOM, "CUDA out of memory"))
 
     core.optuna.enqueue_trial(_params(512, 0.95))  # the very same config
     core.optuna.enqueue_trial(_params(800, 0.96, 16384))  # larger on every memory knob
     core.optuna.enqueue_trial(_params(256, 0.95))  # smaller on one: may run
     nxt = core.ask()
     assert nxt is not None
-    assert (nxt["args"]["max_num_seqs"], nxt["args"]["gpu_memory_utilization"]) == (256, 0.95)
+    assert (nxt.args["max_num_seqs"], nxt.args["gpu_memory_utilization"]) == (256, 0.95)
     reasons = [r["reason"] for r in core.rejected]
     assert len(reasons) == 2
     assert "predicted OOM" in reasons[0] or "failed before" in reasons[0]
@@ -39,10 +41,10 @@ def test_rule_is_dropped_when_a_larger_config_runs() -> None:
     space = build_space(make_study())
     model = FeasibilityModel(space.engines, use_classifier=False)
     big = {"max_num_seqs": 512, "max_num_batched_tokens": 8192, "gpu_memory_utilization": 0.95}
-    model.observe("vllm", big, "oom", 3)
+    model.observe("vllm", big, TrialOutcome.OOM, 3)
     bigger = {**big, "max_num_seqs": 600}
     assert model.predict("vllm", bigger) is not None
-    model.observe("vllm", {**bigger, "max_num_seqs": 1000}, "ok", 4)  # ran fine: the rule was wrong
+    model.observe("vllm", {**bigger, "max_num_seqs": 1000}, TrialOutcome.OK, 4)  # ran fine: the rule was wrong
     assert model.predict("vllm", bigger) is None
     assert model.predict("vllm", big) is not None  # the exact failure is still remembered
 
@@ -51,8 +53,8 @@ def test_crashes_and_timeouts_teach_nothing_about_the_config() -> None:
     space = build_space(make_study())
     model = FeasibilityModel(space.engines)
     cfg = {"max_num_seqs": 512, "gpu_memory_utilization": 0.95}
-    model.observe("vllm", cfg, "crashed", 1)
-    model.observe("vllm", cfg, "timeout", 2)
+    model.observe("vllm", cfg, TrialOutcome.CRASHED, 1)
+    model.observe("vllm", cfg, TrialOutcome.TIMEOUT, 2)
     assert model.predict("vllm", cfg) is None
 
 
@@ -64,8 +66,8 @@ def _oom_launches(learn: bool, seed: int) -> int:
         cfg = core.ask()
         assert cfg is not None
         res = synthetic(space, cfg)
-        ooms += res["outcome"] == "oom"
-        core.tell(cfg["number"], res)
+        ooms += res.outcome is TrialOutcome.OOM
+        core.tell(cfg.number, res)
     return ooms
 
 
@@ -81,9 +83,9 @@ def test_classifier_predicts_a_failure_region_after_a_few_examples() -> None:
     model = FeasibilityModel(space.engines, use_classifier=True, min_failures=2)
     for i, (mns, gmu) in enumerate([(300, 0.95), (700, 0.97), (900, 0.96), (400, 0.96)]):
         model.observe("vllm", {"max_num_seqs": mns, "gpu_memory_utilization": gmu, "max_num_batched_tokens": 2048 * (i + 1)},
-                      "oom", i)
+                      TrialOutcome.OOM, i)
     for i, (mns, gmu) in enumerate([(32, 0.85), (64, 0.9), (128, 0.82), (200, 0.88), (50, 0.93)]):
-        model.observe("vllm", {"max_num_seqs": mns, "gpu_memory_utilization": gmu}, "ok", 10 + i)
+        model.observe("vllm", {"max_num_seqs": mns, "gpu_memory_utilization": gmu}, TrialOutcome.OK, 10 + i)
     why = model.predict("vllm", {"max_num_seqs": 500, "gpu_memory_utilization": 0.96, "max_num_batched_tokens": 1024})
     assert why is not None and "classifier" in why
     assert model.predict("vllm", {"max_num_seqs": 40, "gpu_memory_utilization": 0.86}) is None

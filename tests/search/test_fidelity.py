@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tuner.search.fidelity import RungStop, StopTrial
 from tuner.spec.sla import parse_sla
+from tuner.trial.fidelity import RungStop, StopTrial
 
 SLA = parse_sla("p99_ttft_ms <= 1000")
 

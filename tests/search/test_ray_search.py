@@ -9,6 +9,7 @@ import ray
 from ray import tune
 
 from tests.search.helpers import make_study, synthetic
+from tuner.search.ask_tell import Suggestion
 from tuner.search.searcher import make_searcher
 from tuner.search.space import build_space
 
@@ -27,7 +28,7 @@ def test_tune_run_with_the_constrained_searcher(local_ray: None, tmp_path: Any) 
     space = build_space(study)
 
     def trainable(config: dict[str, Any]) -> None:
-        tune.report(synthetic(space, config))
+        tune.report(synthetic(space, Suggestion.from_config(config)).to_tune())
 
     searcher = make_searcher(study, space)
     tuner = tune.Tuner(

@@ -6,7 +6,9 @@ import optuna
 import pytest
 
 from tests.search.helpers import core_for, make_study, synthetic
+from tuner.search.ask_tell import TrialReport
 from tuner.search.searcher import make_searcher
+from tuner.trial.outcome import TrialOutcome
 
 
 def test_baseline_is_trial_zero_and_runs_engine_defaults() -> None:
@@ -14,18 +16,18 @@ def test_baseline_is_trial_zero_and_runs_engine_defaults() -> None:
     core, _ = core_for(study)
     first = core.ask()
     assert first is not None
-    assert first["number"] == 0 and first["baseline"] is True
-    assert first["params"] == {} and first["args"] == {"enforce_eager": False}
+    assert first.number == 0 and first.baseline is True
+    assert first.params == {} and first.args == {"enforce_eager": False}
     second = core.ask()
-    assert second is not None and second["number"] == 1 and not second["baseline"] and second["params"]
+    assert second is not None and second.number == 1 and not second.baseline and second.params
 
 
 def test_joint_study_has_one_baseline_per_engine_first() -> None:
     core, _ = core_for(make_study(engine=["vllm", "sglang"]))
     firsts = [core.ask() for _ in range(2)]
-    assert [c["engine"] for c in firsts] == ["vllm", "sglang"]  # type: ignore[index]
-    assert all(c["baseline"] and c["params"] == {} for c in firsts)  # type: ignore[index]
-    assert [c["number"] for c in firsts] == [0, 1]  # type: ignore[index]
+    assert [c.engine for c in firsts] == ["vllm", "sglang"]  # type: ignore[index]
+    assert all(c.baseline and c.params == {} for c in firsts)  # type: ignore[index]
+    assert [c.number for c in firsts] == [0, 1]  # type: ignore[index]
 
 
 def test_joint_study_samples_both_engines_with_their_own_parameter_names() -> None:
@@ -35,10 +37,10 @@ def test_joint_study_samples_both_engines_with_their_own_parameter_names() -> No
     for _ in range(30):
         cfg = core.ask()
         assert cfg is not None
-        engine = cfg["engine"]
+        engine = cfg.engine
         seen[engine] = seen.get(engine, 0) + 1
-        assert set(cfg["params"]) <= set(space.engines[engine].params)
-        core.tell(cfg["number"], synthetic(space, cfg))
+        assert set(cfg.params) <= set(space.engines[engine].params)
+        core.tell(cfg.number, synthetic(space, cfg))
     assert seen.get("vllm", 0) >= 5 and seen.get("sglang", 0) >= 5, seen
     for t in core.optuna.trials:
         engine = t.params["engine"]
@@ -49,15 +51,15 @@ def test_sla_violations_are_attached_as_optuna_constraints() -> None:
     study = make_study(search={"baseline_first": False})
     core, _ = core_for(study)
     outcomes = [
-        {"outcome": "ok", "objective": 900.0, "violations": [-0.2, -0.5]},
-        {"outcome": "sla_violated", "objective": 300.0, "violations": [0.4, -0.1]},
-        {"outcome": "oom", "reason": "CUDA out of memory"},
-        {"outcome": "timeout"},
+        TrialReport(TrialOutcome.OK, objective=900.0, violations=[-0.2, -0.5]),
+        TrialReport(TrialOutcome.SLA_VIOLATED, objective=300.0, violations=[0.4, -0.1]),
+        TrialReport.failed(TrialOutcome.OOM, "CUDA out of memory"),
+        TrialReport(TrialOutcome.TIMEOUT),
     ]
     for res in outcomes:
         cfg = core.ask()
         assert cfg is not None
-        core.tell(cfg["number"], res)
+        core.tell(cfg.number, res)
     launched = [t for t in core.optuna.trials if "rejected" not in t.user_attrs]
     ok, bad, oom, hung = launched[:4]
     assert ok.state == optuna.trial.TrialState.COMPLETE and ok.value == 900.0
@@ -77,8 +79,8 @@ def test_same_seed_same_configs_and_other_seed_differs() -> None:
         for _ in range(12):
             cfg = core.ask()
             assert cfg is not None
-            out.append(cfg["args"])
-            core.tell(cfg["number"], synthetic(space, cfg))
+            out.append(cfg.args)
+            core.tell(cfg.number, synthetic(space, cfg))
         return out
 
     assert run(3) == run(3)
@@ -92,8 +94,8 @@ def test_reject_constraints_are_never_launched_and_listed() -> None:
     for _ in range(15):
         cfg = core.ask()
         assert cfg is not None
-        assert cfg["args"]["max_num_seqs"] <= 128
-        core.tell(cfg["number"], synthetic(space, cfg))
+        assert cfg.args["max_num_seqs"] <= 128
+        core.tell(cfg.number, synthetic(space, cfg))
     assert core.rejected, "the random sampler must have hit max_num_seqs > 128 at least once"
     assert all(r["reason"].startswith("constraint: max_num_seqs <= 128") for r in core.rejected)
     assert all(r["params"]["max_num_seqs"] > 128 for r in core.rejected)
@@ -105,11 +107,11 @@ def test_repairs_are_reported_in_notes() -> None:
     for _ in range(40):
         cfg = core.ask()
         assert cfg is not None
-        assert cfg["args"]["max_num_seqs"] <= cfg["args"]["max_num_batched_tokens"]
-        if not cfg["args"]["enable_chunked_prefill"]:
-            assert cfg["args"]["max_num_batched_tokens"] >= 8192
-        notes += cfg["notes"]
-        core.tell(cfg["number"], {"outcome": "crashed"})
+        assert cfg.args["max_num_seqs"] <= cfg.args["max_num_batched_tokens"]
+        if not cfg.args["enable_chunked_prefill"]:
+            assert cfg.args["max_num_batched_tokens"] >= 8192
+        notes += cfg.notes
+        core.tell(cfg.number, TrialReport(TrialOutcome.CRASHED))
     assert any(n.startswith("repaired max_num_batched_tokens") for n in notes)
 
 
@@ -120,7 +122,7 @@ def test_multi_objective_mode_tells_throughput_and_latency() -> None:
     for _ in range(10):
         cfg = core.ask()
         assert cfg is not None
-        core.tell(cfg["number"], synthetic(space, cfg))
+        core.tell(cfg.number, synthetic(space, cfg))
     done = [t for t in core.optuna.trials if t.state == optuna.trial.TrialState.COMPLETE]
     assert done and all(len(t.values) == 2 and t.constraints for t in done)
     assert core.optuna.best_trials  # a Pareto front exists
@@ -135,8 +137,8 @@ def test_grid_algorithm_walks_the_grid_then_finishes() -> None:
     expected = len(space.engines["vllm"].grid(3))
     launched = []
     while (cfg := core.ask()) is not None:
-        launched.append(cfg["args"])
-        core.tell(cfg["number"], synthetic(space, cfg))
+        launched.append(cfg.args)
+        core.tell(cfg.number, synthetic(space, cfg))
     assert 0 < len(launched) <= expected <= 40
     assert len({tuple(sorted(a.items())) for a in launched}) == len(launched), "no duplicates"
 
@@ -148,11 +150,11 @@ def test_duplicates_are_not_relaunched() -> None:
               "vllm.scheduling_policy": "fcfs"}
     core.optuna.enqueue_trial(params)
     first = core.ask()
-    assert first is not None and first["params"]["max_num_seqs"] == 64
-    core.tell(first["number"], synthetic(space, first))
+    assert first is not None and first.params["max_num_seqs"] == 64
+    core.tell(first.number, synthetic(space, first))
     core.optuna.enqueue_trial(params)
     second = core.ask()
-    assert second is not None and second["args"] != first["args"]
+    assert second is not None and second.args != first.args
     assert core.duplicates == 1
 
 
@@ -173,13 +175,11 @@ def _space():
 
 
 def test_sla_violated_without_objective_reads_the_trials_own_metrics() -> None:
-    import json
-
     core, _ = core_for(make_study(search={"baseline_first": False}))
     cfg = core.ask()
     assert cfg is not None
-    core.tell(cfg["number"], {"outcome": "sla_violated", "objective": None, "violations": [0.3, -0.1],
-                              "trial_json": json.dumps({"metrics": {"output_throughput": 123.0}})})
+    core.tell(cfg.number, TrialReport.from_tune({"outcome": "sla_violated", "objective": None, "violations": [0.3, -0.1],
+                                                 "metrics": {"output_throughput": 123.0}}))
     t = core.optuna.trials[-1]
     assert t.state == optuna.trial.TrialState.COMPLETE and t.value == 123.0 and t.constraints["sla.p99_ttft_ms"] == 0.3
 
@@ -190,5 +190,5 @@ def test_warm_start_configs_run_right_after_the_baseline() -> None:
                                "block_size": 32, "enable_chunked_prefill": True, "max_num_partial_prefills": 2,
                                "scheduling_policy": "fcfs"})])
     first, second = core.ask(), core.ask()
-    assert first is not None and first["baseline"]
-    assert second is not None and second["params"]["max_num_seqs"] == 77 and second["params"]["block_size"] == 32
+    assert first is not None and first.baseline
+    assert second is not None and second.params["max_num_seqs"] == 77 and second.params["block_size"] == 32

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from tuner.trial.outcome import TrialOutcome  # a leaf module (stdlib only), below every layer
+
 
 class ServetuneError(Exception):
     """Base of every error servetune raises on purpose."""
@@ -19,8 +21,8 @@ class SpecError(ServetuneError):
 
 
 class EngineStartError(ServetuneError):
-    """The engine did not become ready. `outcome` is a TrialOutcome value (start_failed, oom, timeout...)."""
+    """The engine did not become ready, and what that means (start_failed, oom, timeout...)."""
 
-    def __init__(self, outcome: str, reason: str) -> None:
-        self.outcome, self.reason = outcome, reason
-        super().__init__(f"{outcome}: {reason}")
+    def __init__(self, outcome: TrialOutcome | str, reason: str) -> None:
+        self.outcome, self.reason = TrialOutcome(outcome), reason
+        super().__init__(f"{self.outcome.value}: {reason}")

@@ -204,7 +204,7 @@ class ServerProcess:
                 self._release_port()
                 self._stopped = True
                 raise EngineStartError(
-                    TrialOutcome.START_FAILED.value, f"cannot run {self.argv[0]!r}: {exc}"
+                    TrialOutcome.START_FAILED, f"cannot run {self.argv[0]!r}: {exc}"
                 ) from exc
         self.pid = self._proc.pid
         self._reaper = subprocess.Popen(
@@ -259,11 +259,11 @@ class ServerProcess:
                 outcome = TrialOutcome.START_FAILED
             # our own SIGTERM/SIGKILL is not the engine's exit status: say what happened instead
             reason = reason.replace(f"({failures.describe_exit(rc)})", "(fatal start error; stopped by servetune)", 1)
-            raise EngineStartError(TrialOutcome(outcome).value, reason)
+            raise EngineStartError(TrialOutcome(outcome), reason)
         outcome, reason = self.classify(returncode, tail)
         if returncode is None and outcome is TrialOutcome.TIMEOUT:
             reason = f"no answer on {self.health_path} within {self.ready_timeout_s:g}s; {reason}"
-        raise EngineStartError(TrialOutcome(outcome).value, reason)
+        raise EngineStartError(TrialOutcome(outcome), reason)
 
     def alive(self) -> bool:
         return self._proc is not None and self._proc.poll() is None

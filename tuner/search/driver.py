@@ -18,6 +18,7 @@ import ray
 from ray import tune
 
 from tuner.run.outputs import read_trials, write_trials
+from tuner.search.ask_tell import Suggestion
 from tuner.search.space import Space
 from tuner.search.trainable import trainable
 from tuner.spec.study import Study
@@ -55,8 +56,8 @@ class _Recorder(tune.Callback):
         return {}
 
     def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        cfg = trial.config
-        self.progress.trial_started(trial.trial_id, cfg.get("engine", "?"), cfg.get("params", {}))
+        cfg = Suggestion.from_config(trial.config)
+        self.progress.trial_started(trial.trial_id, cfg.engine, cfg.params)
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         res = trial.last_result or {}
@@ -64,12 +65,12 @@ class _Recorder(tune.Callback):
             self._record(_from_json(json.loads(res["trial_json"])))
 
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        cfg = trial.config
+        cfg = Suggestion.from_config(trial.config)
         self._record(TrialResult(
-            trial_id=trial.trial_id, number=int(cfg.get("number", -1)), engine=cfg.get("engine", "?"),
-            params=cfg.get("params", {}), args=cfg.get("args", {}), outcome=TrialOutcome.CRASHED,
+            trial_id=trial.trial_id, number=cfg.number, engine=cfg.engine, params=cfg.params, args=cfg.args,
+            outcome=TrialOutcome.CRASHED,
             reason=f"trial actor failed: {str(getattr(trial, 'error_msg', '') or 'see Tune logs')[:300]}",
-            baseline=bool(cfg.get("baseline")),
+            baseline=cfg.baseline,
         ))
 
     def _record(self, result: TrialResult) -> None:
@@ -119,6 +120,7 @@ def trial_resources(study: Study, engine: str) -> dict[str, float]:
 
 def run_search(study: Study, study_data: dict[str, Any], space: Space, out: Path, base_dir: Path,
                tracker: StudyTracker, progress: Any, *, trials: int, max_concurrent: int, resume: bool) -> SearchRun:
+    from tuner.search.prescreen import warm_configs
     from tuner.search.searcher import make_searcher
 
     t0 = time.monotonic()
@@ -132,7 +134,7 @@ def run_search(study: Study, study_data: dict[str, Any], space: Space, out: Path
     fn = tune.with_parameters(trainable, study_data=study_data, output_dir=str(out), base_dir=str(base_dir))
     fn = tune.with_resources(fn, res)
     storage = str((out / "tune").resolve())
-    searcher = make_searcher(study, space)
+    searcher = make_searcher(study, space, warm_configs(study))
     name, remaining = "search", trials
     if known and hasattr(progress, "restore"):
         progress.restore(list(known.values()))

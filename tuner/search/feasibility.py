@@ -20,9 +20,7 @@ from typing import Any
 import numpy as np
 
 from tuner.search.space import EngineSpace
-
-LEARNED_OUTCOMES = ("oom", "start_failed")  # outcomes that say the config itself cannot run
-RAN_OUTCOMES = ("ok", "sla_violated")
+from tuner.trial.outcome import TrialOutcome
 
 
 @dataclass
@@ -74,19 +72,20 @@ class FeasibilityModel:
         """Launched args completed with the space's defaults, so configs compare on the same keys."""
         return {**self.spaces[engine].defaults(), **args}
 
-    def observe(self, engine: str, args: dict[str, Any], outcome: str, number: int = -1, reason: str = "") -> None:
+    def observe(self, engine: str, args: dict[str, Any], outcome: TrialOutcome, number: int = -1,
+                reason: str = "") -> None:
         """Record one trial's outcome; failures that say the config cannot run teach the model."""
         full = self.full(engine, args)
         key = config_key(engine, full)
-        failed = outcome in LEARNED_OUTCOMES
-        if outcome not in LEARNED_OUTCOMES and outcome not in RAN_OUTCOMES:
+        failed = outcome.infeasible_config
+        if not failed and not outcome.ran:
             return  # crashed / timeout: says little about the config itself
         self._obs.append(_Obs(engine, full, failed))
         if failed:
-            self.failed[key] = f"{outcome} in trial {number}{': ' + reason if reason else ''}"
+            self.failed[key] = f"{outcome.value} in trial {number}{': ' + reason if reason else ''}"
             if key in self._passed_by_forest:  # the classifier let a failure through: be stricter
                 self.threshold = max(0.6, self.threshold - 0.05)
-            if outcome == "oom":
+            if outcome is TrialOutcome.OOM:
                 self._learn_oom(engine, full, number)
         else:
             # a config that ran disproves every rule that covers it

@@ -13,19 +13,19 @@ from collections.abc import Callable
 from typing import Any
 
 from tuner.common.errors import EngineStartError
+from tuner.search.ask_tell import TrialReport
 from tuner.spec.sla import max_violation
 from tuner.spec.study import Study
-
-Result = dict[str, Any]
+from tuner.trial.outcome import TrialOutcome
 
 
 def simulate(study: Study, flavour: str, args: dict[str, Any], *, seed: int | None = None,
-             on_point: Callable[[Any], None] | None = None) -> Result:
-    """One config on the simulator: {"outcome", "objective", "violations", "latency", "capacity", "points"}."""
+             on_point: Callable[[Any], None] | None = None) -> TrialReport:
+    """One config on the simulator, reported as a trial would be (with its load points)."""
     from tuner.load.capacity import find_capacity
     from tuner.load.target import VirtualTarget
-    from tuner.search.fidelity import StopTrial
     from tuner.sim import SimulatedEngine, shape_for
+    from tuner.trial.fidelity import StopTrial
 
     try:
         sim = SimulatedEngine(
@@ -34,7 +34,7 @@ def simulate(study: Study, flavour: str, args: dict[str, Any], *, seed: int | No
             tensor_parallel_size=study.model.tensor_parallel_size, dtype=study.model.dtype,
         )
     except EngineStartError as exc:
-        return {"outcome": exc.outcome, "reason": exc.reason, "objective": None, "points": 0}
+        return TrialReport.failed(exc.outcome, exc.reason)
     seen: list[Any] = []
 
     def hook(point: Any) -> None:
@@ -51,29 +51,30 @@ def simulate(study: Study, flavour: str, args: dict[str, Any], *, seed: int | No
     metric, lat = study.objective.metric, study.objective.latency_metric
     if cap.best is not None and cap.capacity is not None:
         s = cap.best.summary
-        return {"outcome": "ok", "objective": s.get(metric), "latency": s.get(lat), "capacity": cap.capacity,
-                "violations": [t.violation(s) for t in study.sla], "points": len(cap.points),
-                "load_points": cap.points}
+        return TrialReport(TrialOutcome.OK, objective=s.get(metric), latency=s.get(lat), capacity=cap.capacity,
+                           violations=[t.violation(s) for t in study.sla], metrics=dict(s), points=len(cap.points),
+                           load_points=list(cap.points))
     low = min(cap.points, key=lambda p: p.load).summary if cap.points else {}
-    return {"outcome": "sla_violated", "objective": low.get(metric), "latency": low.get(lat), "capacity": None,
-            "violations": [t.violation(low) for t in study.sla], "points": len(cap.points),
-            "load_points": cap.points, "reason": f"SLA not met at the lowest load (violation {max_violation(study.sla, low):.2f})"}
+    return TrialReport(TrialOutcome.SLA_VIOLATED, objective=low.get(metric), latency=low.get(lat),
+                       violations=[t.violation(low) for t in study.sla], metrics=dict(low), points=len(cap.points),
+                       load_points=list(cap.points),
+                       reason=f"SLA not met at the lowest load (violation {max_violation(study.sla, low):.2f})")
 
 
-def stopped_result(study: Study, reason: str, seen: list[Any]) -> Result:
+def stopped_result(study: Study, reason: str, seen: list[Any]) -> TrialReport:
     """A rung-stopped trial: its best SLA-feasible point is a true lower bound of its objective."""
     feasible = [p for p in seen if p.feasible]
+    metric, lat = study.objective.metric, study.objective.latency_metric
     if not feasible:
         low = min(seen, key=lambda p: p.load).summary
-        return {"outcome": "sla_violated", "objective": low.get(study.objective.metric),
-                "latency": low.get(study.objective.latency_metric), "capacity": None,
-                "violations": [t.violation(low) for t in study.sla], "points": len(seen), "reason": reason}
+        return TrialReport(TrialOutcome.SLA_VIOLATED, objective=low.get(metric), latency=low.get(lat),
+                           violations=[t.violation(low) for t in study.sla], metrics=dict(low), points=len(seen),
+                           reason=reason)
     best = max(feasible, key=lambda p: p.load)
     s = best.summary
-    return {"outcome": "ok", "objective": s.get(study.objective.metric),
-            "latency": s.get(study.objective.latency_metric), "capacity": best.load,
-            "violations": [t.violation(s) for t in study.sla], "points": len(seen), "early_stopped": True,
-            "reason": reason}
+    return TrialReport(TrialOutcome.OK, objective=s.get(metric), latency=s.get(lat), capacity=best.load,
+                       violations=[t.violation(s) for t in study.sla], metrics=dict(s), points=len(seen),
+                       early_stopped=True, reason=reason)
 
 
 def prescreen(study: Study, trials: int = 40, top_k: int = 3) -> list[tuple[str, dict[str, Any]]]:
@@ -87,8 +88,17 @@ def prescreen(study: Study, trials: int = 40, top_k: int = 3) -> list[tuple[str,
         cfg = core.ask()
         if cfg is None:
             break
-        flavour = space.engines[cfg["engine"]].flavour
-        core.tell(cfg["number"], simulate(study, flavour, cfg["args"]))
+        flavour = space.engines[cfg.engine].flavour
+        core.tell(cfg.number, simulate(study, flavour, cfg.args))
     ranked = sorted((h for h in core.history if h["feasible"] and not h["baseline"]),
                     key=lambda h: -h["objective"])
     return [(h["engine"], dict(h["params"])) for h in ranked[:top_k]]
+
+
+def warm_configs(study: Study) -> list[tuple[str, dict[str, Any]]]:
+    """With `search.prescreen` on a study of a real engine, the configs to launch first; else none."""
+    from tuner.engines import engine_class
+
+    if study.search.prescreen and any(not engine_class(e).simulated for e in study.engine_names):
+        return prescreen(study)
+    return []

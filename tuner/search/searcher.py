@@ -9,7 +9,6 @@ relaunched, and each finished trial told with its SLA violations attached by `Tr
 
 from __future__ import annotations
 
-import json
 import math
 import pickle
 from typing import Any
@@ -17,12 +16,12 @@ from typing import Any
 import optuna
 from ray.tune.search import Searcher
 
+from tuner.search.ask_tell import Suggestion, TrialReport
 from tuner.search.feasibility import FeasibilityModel, config_key
 from tuner.search.space import Rejected, Space
 from tuner.spec.study import Study
+from tuner.trial.outcome import TrialOutcome
 
-RAN = ("ok", "sla_violated")
-OUTCOMES = (*RAN, "start_failed", "oom", "crashed", "timeout")
 _SWITCH_TO_RANDOM_AFTER = 20  # skipped samples in a row before a random fallback draws the next one
 
 
@@ -61,7 +60,7 @@ class SearchCore:
         self.history: list[dict[str, Any]] = []  # one row per finished trial
         self._baselines = list(space.engines) if study.search.baseline_first else []
         self._grid = self._grid_queue(grid_points) if study.search.algorithm == "grid" else None
-        self._configs: dict[int, dict[str, Any]] = {}
+        self._configs: dict[int, Suggestion] = {}
         self._trials: dict[int, optuna.Trial | None] = {}
         self._running: dict[tuple[str, str], int] = {}
         self._done: dict[tuple[str, str], int] = {}
@@ -82,8 +81,6 @@ class SearchCore:
         A resumed study then samples after them: their configs count as launched (never relaunched),
         Optuna and the feasibility model learn from them, and numbering continues after the highest.
         """
-        from tuner.search.trainable import result_metrics
-
         for t in sorted(done, key=lambda t: t.number):
             self._next = t.number
             if t.baseline and t.engine in self._baselines:
@@ -100,13 +97,13 @@ class SearchCore:
                     self.space.sample(trial)
                 cfg = self._launch(trial, t.engine, dict(t.params), dict(t.args), list(t.notes),
                                    baseline=t.baseline)
-            self.tell(cfg["number"], result_metrics(self.study, t))
+            self.tell(cfg.number, TrialReport.of(self.study, t))
         if done:
             self._next = max(t.number for t in done) + 1
 
     # ---------------------------------------------------------------- ask
 
-    def ask(self) -> dict[str, Any] | None:
+    def ask(self) -> Suggestion | None:
         """The next config to launch, or None when the space has nothing left worth launching."""
         if self._baselines:
             return self._baseline(self._baselines.pop(0))
@@ -138,7 +135,7 @@ class SearchCore:
         finally:
             self.optuna.sampler = main
 
-    def _vet(self, trial: optuna.Trial, engine: str, values: dict[str, Any]) -> dict[str, Any] | None:
+    def _vet(self, trial: optuna.Trial, engine: str, values: dict[str, Any]) -> Suggestion | None:
         """Repair/reject by known constraints, skip predicted failures and duplicates, else launch."""
         sp = self.space.engines[engine]
         try:
@@ -163,7 +160,7 @@ class SearchCore:
         self.rejected.append({"engine": engine, "params": dict(values), "reason": reason})
         return None
 
-    def _baseline(self, engine: str) -> dict[str, Any]:
+    def _baseline(self, engine: str) -> Suggestion:
         """The engine's defaults, launched with no searched flag; told to Optuna when defaults are known."""
         sp = self.space.engines[engine]
         trial: optuna.Trial | None = None
@@ -177,12 +174,12 @@ class SearchCore:
         return self._launch(trial, engine, {}, dict(sp.fixed), [], baseline=True)
 
     def _launch(self, trial: optuna.Trial | None, engine: str, params: dict[str, Any], args: dict[str, Any],
-                notes: list[str], *, baseline: bool) -> dict[str, Any]:
+                notes: list[str], *, baseline: bool) -> Suggestion:
         number = self._next
         self._next += 1
-        cfg = {"engine": engine, "params": dict(params), "args": args, "notes": list(notes),
-               "baseline": baseline, "number": number, "incumbent": self.incumbent(),
-               "incumbent_capacity": (self.best() or {}).get("capacity")}
+        cfg = Suggestion(number=number, engine=engine, params=dict(params), args=args, notes=list(notes),
+                         baseline=baseline, incumbent=self.incumbent(),
+                         incumbent_capacity=(self.best() or {}).get("capacity"))
         self._configs[number] = cfg
         self._trials[number] = trial
         self._running[self._key(engine, args)] = number
@@ -193,59 +190,58 @@ class SearchCore:
 
     # ---------------------------------------------------------------- tell
 
-    def tell(self, number: int, result: dict[str, Any] | None) -> None:
+    def tell(self, number: int, result: TrialReport) -> None:
         """Map a trial's final result onto Optuna: ran -> COMPLETE with SLA constraints, else FAIL."""
         cfg = self._configs[number]
         trial = self._trials.pop(number, None)
-        key = self._key(cfg["engine"], cfg["args"])
+        key = self._key(cfg.engine, cfg.args)
         self._running.pop(key, None)
         self._done[key] = number
-        result = result or {}
-        outcome = str(result.get("outcome", "crashed"))
-        if outcome not in OUTCOMES:
-            outcome = "crashed"
+        outcome = result.outcome
         if self.feasibility is not None:
-            self.feasibility.observe(cfg["engine"], cfg["args"], outcome, number, str(result.get("reason", "")))
-        values = self._values(outcome, result)
-        constraints = self._constraints(outcome, result)
+            self.feasibility.observe(cfg.engine, cfg.args, outcome, number, result.reason)
+        values = self._values(result)
+        constraints = self._constraints(result)
         if trial is not None:
             if values is None:
-                trial.set_user_attr("outcome", outcome)
+                trial.set_user_attr("outcome", outcome.value)
                 self.optuna.tell(trial, state=optuna.trial.TrialState.FAIL)
             else:
                 for name, v in constraints.items():
                     trial.set_constraint(name, v)
                 self.optuna.tell(trial, values if self.multi else values[0])
         self.history.append({
-            "number": number, "engine": cfg["engine"], "params": cfg["params"], "args": cfg["args"],
-            "baseline": cfg["baseline"], "outcome": outcome,
+            "number": number, "engine": cfg.engine, "params": cfg.params, "args": cfg.args,
+            "baseline": cfg.baseline, "outcome": outcome,
             "objective": values[0] if values else None, "latency": values[1] if values and self.multi else
-            _num(result.get("latency")), "capacity": _num(result.get("capacity")),
-            "feasible": values is not None and outcome == "ok" and all(v <= 0 for v in constraints.values()),
+            _num(result.latency), "capacity": _num(result.capacity),
+            "feasible": values is not None and outcome is TrialOutcome.OK
+            and all(v <= 0 for v in constraints.values()),
         })
 
-    def _values(self, outcome: str, result: dict[str, Any]) -> list[float] | None:
+    def _values(self, result: TrialReport) -> list[float] | None:
         """Objective (and latency in multi mode) of a run; None for a failure: never a fake zero."""
-        if outcome not in RAN:
+        if not result.outcome.ran:
             return None
-        obj = _num(result.get("objective"))
-        if obj is None and outcome == "sla_violated":
-            obj = _num(_trial_metrics(result).get(self.study.objective.metric))  # throughput at the lowest load
+        obj = _num(result.objective)
+        if obj is None and result.outcome is TrialOutcome.SLA_VIOLATED:
+            obj = _num(result.metrics.get(self.study.objective.metric))  # throughput at the lowest load
         if obj is None:
             return None
         if not self.multi:
             return [obj]
-        lat = _num(result.get("latency", _trial_metrics(result).get(self.study.objective.latency_metric)))
+        lat = _num(result.latency if result.latency is not None
+                   else result.metrics.get(self.study.objective.latency_metric))
         return None if lat is None else [obj, lat]
 
-    def _constraints(self, outcome: str, result: dict[str, Any]) -> dict[str, float]:
+    def _constraints(self, result: TrialReport) -> dict[str, float]:
         """One constraint per SLA term, (value - limit) / limit; missing terms count as violated."""
-        given = [_num(v) for v in result.get("violations") or []]
+        given = [_num(v) for v in result.violations]
         out: dict[str, float] = {}
         for i, term in enumerate(self.study.sla):
             v = given[i] if i < len(given) else None
             if v is None:
-                v = 0.0 if outcome == "ok" else 1.0
+                v = 0.0 if result.outcome is TrialOutcome.OK else 1.0
             out[f"sla.{term.name}"] = v
         return out
 
@@ -291,16 +287,14 @@ class ConstrainedSearcher(Searcher):
         cfg = self.core.ask()
         if cfg is None:
             return Searcher.FINISHED
-        self._numbers[trial_id] = cfg["number"]
-        return cfg
+        self._numbers[trial_id] = cfg.number
+        return cfg.to_config()
 
     def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
         number = self._numbers.pop(trial_id, None)
         if number is None:
             return
-        if error and not (result and result.get("outcome") in OUTCOMES):
-            result = {"outcome": "crashed", "reason": "the trainable raised"}
-        self.core.tell(number, result)
+        self.core.tell(number, TrialReport.from_tune(result))  # no known outcome (the trainable raised): crashed
 
     def save(self, checkpoint_path: str) -> None:
         with open(checkpoint_path, "wb") as f:
@@ -312,19 +306,13 @@ class ConstrainedSearcher(Searcher):
         self.core, self._numbers = state["core"], state["numbers"]
 
 
-def make_searcher(study: Study, space: Space) -> ConstrainedSearcher:
-    """The study's searcher for Ray Tune (algorithm, seed, baseline, constraints from the study).
-
-    With `search.prescreen` on a real-engine study, the best configs of a short simulated study of
-    the same space, workload and SLA are launched first (after the baseline).
-    """
+def make_searcher(study: Study, space: Space, warm: list[tuple[str, dict[str, Any]]] | None = None
+                  ) -> ConstrainedSearcher:
+    """The study's searcher for Ray Tune (algorithm, seed, baseline, constraints from the study);
+    `warm` configs (engine, params) are launched first after the baseline (see tuner.search.prescreen)."""
     core = SearchCore(study, space)
-    from tuner.engines import engine_class
-
-    if study.search.prescreen and any(not engine_class(e).simulated for e in study.engine_names):
-        from tuner.search.prescreen import prescreen
-
-        core.warm_start(prescreen(study))
+    if warm:
+        core.warm_start(warm)
     return ConstrainedSearcher(core)
 
 
@@ -336,18 +324,6 @@ def _in_range(sp: Any, values: dict[str, Any]) -> bool:
         if p.type == "categorical" and v not in (p.choices or []):
             return False
     return True
-
-
-def _trial_metrics(result: dict[str, Any]) -> dict[str, Any]:
-    """The summary inside the trainable's `trial_json` (the point a trial reported), if any."""
-    raw = result.get("trial_json")
-    if not isinstance(raw, str):
-        return {}
-    try:
-        metrics = json.loads(raw).get("metrics")
-    except ValueError:
-        return {}
-    return metrics if isinstance(metrics, dict) else {}
 
 
 def _snap(p: Any, v: Any) -> Any:

@@ -8,9 +8,11 @@ from typing import Any
 
 from ray import tune
 
+from tuner.search.ask_tell import Suggestion, TrialReport
 from tuner.spec.load import validate
 from tuner.spec.study import Study
-from tuner.trial.runner import TrialPlan, run_trial, violations
+from tuner.trial.result import TrialResult
+from tuner.trial.runner import TrialPlan, run_trial
 
 
 def trial_dir(output_dir: Path, number: int, trial_id: str) -> Path:
@@ -21,23 +23,16 @@ def trainable(config: dict[str, Any], *, study_data: dict[str, Any], output_dir:
     """Runs one config and reports one final result (outcome, objective, SLA violations, the whole trial)."""
     study = validate(Study, study_data, "study")
     trial_id = tune.get_context().get_trial_id() or "local"
+    cfg = Suggestion.from_config(config)
     plan = TrialPlan(
-        trial_id=trial_id, number=int(config.get("number", 0)), engine=config["engine"],
-        args=dict(config.get("args", {})), params=dict(config.get("params", {})),
-        baseline=bool(config.get("baseline", False)), seed=study.seed, notes=list(config.get("notes", [])),
-        incumbent=config.get("incumbent"), incumbent_capacity=config.get("incumbent_capacity"),
+        trial_id=trial_id, number=cfg.number, engine=cfg.engine, args=cfg.args, params=cfg.params,
+        baseline=cfg.baseline, seed=study.seed, notes=list(cfg.notes), incumbent=cfg.incumbent,
+        incumbent_capacity=cfg.incumbent_capacity,
     )
     result = run_trial(study, plan, trial_dir(Path(output_dir), plan.number, trial_id), base_dir=Path(base_dir))
-    tune.report(result_metrics(study, result))
+    tune.report(tune_result(study, result))
 
 
-def result_metrics(study: Study, result: Any) -> dict[str, Any]:
-    """What the searcher sees (outcome, objective, per-term violations) plus the full trial as JSON."""
-    return {
-        "outcome": result.outcome.value,
-        "objective": result.objective,
-        "violations": violations(study, result) if result.metrics else [1.0] * len(study.sla),
-        "latency": result.metrics.get(study.objective.latency_metric),
-        "capacity": result.capacity,
-        "trial_json": json.dumps(result.to_json(), default=str),
-    }
+def tune_result(study: Study, result: TrialResult) -> dict[str, Any]:
+    """What the searcher sees (its TrialReport) plus the full trial as JSON, for the driver's recorder."""
+    return {**TrialReport.of(study, result).to_tune(), "trial_json": json.dumps(result.to_json(), default=str)}

@@ -16,6 +16,7 @@ from typing import Any
 
 from tuner.common.errors import EngineStartError
 from tuner.sim.catalog import GPU, ModelShape
+from tuner.trial.outcome import TrialOutcome
 
 GIB = float(1 << 30)
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "half": 2, "auto": 2, "fp8": 1, "float32": 4}
@@ -36,7 +37,7 @@ class MemoryPlan:
 
 def dtype_bytes(dtype: str) -> int:
     if dtype not in DTYPE_BYTES:
-        raise EngineStartError("start_failed", f"ValueError: Unknown dtype: {dtype!r}")
+        raise EngineStartError(TrialOutcome.START_FAILED, f"ValueError: Unknown dtype: {dtype!r}")
     return DTYPE_BYTES[dtype]
 
 
@@ -52,16 +53,16 @@ def cuda_graph_gib(shape: ModelShape, max_bs: int) -> float:
 
 def check_common(shape: ModelShape, max_model_len: int, tp: int) -> None:
     if max_model_len <= 0:
-        raise EngineStartError("start_failed", f"ValueError: max_model_len must be positive, got {max_model_len}")
+        raise EngineStartError(TrialOutcome.START_FAILED, f"ValueError: max_model_len must be positive, got {max_model_len}")
     if max_model_len > shape.max_position:
         raise EngineStartError(
-            "start_failed",
+            TrialOutcome.START_FAILED,
             f"ValueError: User-specified max_model_len ({max_model_len}) is greater than the derived "
             f"max_model_len (max_position_embeddings={shape.max_position} in model's config.json).",
         )
     if tp <= 0 or shape.heads % tp:
         raise EngineStartError(
-            "start_failed",
+            TrialOutcome.START_FAILED,
             f"ValueError: Total number of attention heads ({shape.heads}) must be divisible by "
             f"tensor parallel size ({tp}).",
         )
@@ -73,7 +74,7 @@ def _weights(shape: ModelShape, tp: int, nbytes: int) -> float:
 
 def _oom(what_gib: float, free_gib: float, total_gib: float) -> EngineStartError:
     return EngineStartError(
-        "oom",
+        TrialOutcome.OOM,
         f"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {what_gib:.2f} GiB. GPU 0 has a "
         f"total capacity of {total_gib:.2f} GiB of which {max(free_gib, 0.0):.2f} GiB is free.",
     )
@@ -84,19 +85,19 @@ def plan_vllm(shape: ModelShape, gpu: GPU, a: dict[str, Any], max_model_len: int
     check_common(shape, max_model_len, tp)
     gmu, mbt, mns, bs = a["gpu_memory_utilization"], a["max_num_batched_tokens"], a["max_num_seqs"], a["block_size"]
     if not 0 < gmu <= 1:
-        raise EngineStartError("start_failed", f"ValueError: GPU memory utilization must be within (0, 1]. Got {gmu}.")
+        raise EngineStartError(TrialOutcome.START_FAILED, f"ValueError: GPU memory utilization must be within (0, 1]. Got {gmu}.")
     if bs not in VLLM_BLOCK_SIZES:
-        raise EngineStartError("start_failed", f"ValueError: block_size must be one of {list(VLLM_BLOCK_SIZES)}, got {bs}.")
+        raise EngineStartError(TrialOutcome.START_FAILED, f"ValueError: block_size must be one of {list(VLLM_BLOCK_SIZES)}, got {bs}.")
     if mns < 1 or mbt < 1:
-        raise EngineStartError("start_failed", "ValueError: max_num_seqs and max_num_batched_tokens must be >= 1.")
+        raise EngineStartError(TrialOutcome.START_FAILED, "ValueError: max_num_seqs and max_num_batched_tokens must be >= 1.")
     if mbt < mns:
         raise EngineStartError(
-            "start_failed",
+            TrialOutcome.START_FAILED,
             f"ValueError: max_num_batched_tokens ({mbt}) must be greater than or equal to max_num_seqs ({mns}).",
         )
     if not a["enable_chunked_prefill"] and mbt < max_model_len:
         raise EngineStartError(
-            "start_failed",
+            TrialOutcome.START_FAILED,
             f"ValueError: max_num_batched_tokens ({mbt}) is smaller than max_model_len ({max_model_len}). "
             "This effectively limits the maximum sequence length to max_num_batched_tokens and makes vLLM "
             "reject longer sequences. Please increase max_num_batched_tokens or decrease max_model_len.",
@@ -118,7 +119,7 @@ def plan_vllm(shape: ModelShape, gpu: GPU, a: dict[str, Any], max_model_len: int
     else:
         if want > free:
             raise EngineStartError(
-                "oom",
+                TrialOutcome.OOM,
                 f"ValueError: Free memory on device ({free:.2f}/{total:.2f} GiB) on startup is less than desired "
                 f"GPU memory utilization ({gmu}, {want:.2f} GiB). Decrease GPU memory utilization or reduce GPU "
                 "memory used by other processes.",
@@ -126,7 +127,7 @@ def plan_vllm(shape: ModelShape, gpu: GPU, a: dict[str, Any], max_model_len: int
         kv = want - weights - act - NON_TORCH_GIB
         if kv <= 0:
             raise EngineStartError(
-                "oom",
+                TrialOutcome.OOM,
                 "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` "
                 "when initializing the engine.",
             )
@@ -138,7 +139,7 @@ def plan_vllm(shape: ModelShape, gpu: GPU, a: dict[str, Any], max_model_len: int
     if tokens < max_model_len:
         need = max_model_len * per_tok / GIB
         raise EngineStartError(
-            "oom",
+            TrialOutcome.OOM,
             f"ValueError: To serve at least one request with the models's max seq len ({max_model_len}), "
             f"({need:.2f} GiB KV cache is needed, which is larger than the available KV cache memory "
             f"({kv:.2f} GiB). Based on the available memory, the estimated maximum model length is {tokens}. "
@@ -152,9 +153,9 @@ def plan_sglang(shape: ModelShape, gpu: GPU, a: dict[str, Any], max_model_len: i
     check_common(shape, max_model_len, tp)
     mfs, chunk, page = a["mem_fraction_static"], a["chunked_prefill_size"], a["page_size"]
     if not 0 < mfs < 1:
-        raise EngineStartError("start_failed", f"ValueError: mem_fraction_static must be in (0, 1), got {mfs}")
+        raise EngineStartError(TrialOutcome.START_FAILED, f"ValueError: mem_fraction_static must be in (0, 1), got {mfs}")
     if page < 1 or chunk == 0 or a["max_prefill_tokens"] < 1:
-        raise EngineStartError("start_failed", "ValueError: page_size, chunked_prefill_size and max_prefill_tokens must be positive")
+        raise EngineStartError(TrialOutcome.START_FAILED, "ValueError: page_size, chunked_prefill_size and max_prefill_tokens must be positive")
     total = gpu.mem_gib
     free = total - FREE_AT_START_GIB
     weights = _weights(shape, tp, nb)
@@ -162,7 +163,7 @@ def plan_sglang(shape: ModelShape, gpu: GPU, a: dict[str, Any], max_model_len: i
         raise _oom(weights, free, total)
     kv = mfs * total - weights
     if kv <= 0:
-        raise EngineStartError("oom", "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.")
+        raise EngineStartError(TrialOutcome.OOM, "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.")
     per_tok = shape.kv_bytes_per_token(nb) // tp
     tokens = int(kv * GIB // (per_tok * page)) * page
     act = activation_gib(shape, chunk if chunk > 0 else max_model_len, tp)
@@ -173,14 +174,14 @@ def plan_sglang(shape: ModelShape, gpu: GPU, a: dict[str, Any], max_model_len: i
         raise _oom(act, left - NON_TORCH_GIB, total)
     if act + NON_TORCH_GIB + graphs > left:
         raise EngineStartError(
-            "oom",
+            TrialOutcome.OOM,
             "Exception: Capture cuda graph failed: CUDA out of memory. Possible solutions: 1. set "
             "--mem-fraction-static to a smaller value (e.g., 0.8 or 0.7) 2. set --cuda-graph-max-bs to a "
             "smaller value (e.g., 16) 3. disable CUDA graph by --disable-cuda-graph",
         )
     if tokens < max_model_len:
         raise EngineStartError(
-            "oom",
+            TrialOutcome.OOM,
             f"RuntimeError: max_total_num_tokens={tokens} is smaller than context_len={max_model_len}. "
             "Please increase --mem-fraction-static or decrease --context-length.",
         )

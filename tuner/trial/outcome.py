@@ -14,6 +14,9 @@ class TrialOutcome(str, Enum):
     TIMEOUT = "timeout"  # never ready, or hung / no progress before a deadline
     REJECTED = "rejected"  # violated a known constraint; never launched
 
+    def __str__(self) -> str:
+        return self.value  # "oom" in messages and f-strings, not "TrialOutcome.OOM"
+
     @property
     def ran(self) -> bool:
         """True when the engine served load and metrics are meaningful."""

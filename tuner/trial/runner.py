@@ -54,7 +54,7 @@ def run_trial(study: Study, plan: TrialPlan, trial_dir: Path, *, base_dir: Path 
         else:
             _run_server(study, plan, trial_dir, result, base_dir)
     except EngineStartError as exc:
-        result.outcome, result.reason = TrialOutcome(exc.outcome), exc.reason
+        result.outcome, result.reason = exc.outcome, exc.reason
     except SpecError:
         raise
     except Exception as exc:
@@ -68,7 +68,7 @@ def run_trial(study: Study, plan: TrialPlan, trial_dir: Path, *, base_dir: Path 
 def _capacity(study: Study, target: Any, plan: TrialPlan, base_dir: Path | None) -> Any:
     """The capacity search, with the multi-fidelity rung stop when an incumbent exists (not for the baseline)."""
     from tuner.load.capacity import CapacityResult, find_capacity
-    from tuner.search.fidelity import StopTrial, rung_stop
+    from tuner.trial.fidelity import StopTrial, rung_stop
 
     seen: list[Any] = []
     hook = None
