@@ -31,6 +31,9 @@ RULES: dict[str, Trim] = {t.name: t for t in (
     Trim("ray-local", ("ray/jars", "ray/rllib", "ray/dashboard/client", "ray/llm"),
          "Java workers (jars), RLlib and Ray LLM are separate libraries servetune never imports; "
          "dashboard/client is the web UI's static build, only sent to a browser that opens the dashboard"),
+    Trim("static-libs", ("**/*.a",),
+         "static archives (.a) are inputs to a C/C++ linker; the Python import system and dlopen never read "
+         "them (xgrammar ships a 65 MB one for C++ users)"),
     Trim("mlflow-ui", ("mlflow/server/js",),
          "the MLflow web UI's static build, read only by `mlflow server`/`mlflow ui`; the tracking client and "
          "its SQLite store never open it (browse the store on another machine, or keep this rule off)"),
@@ -44,13 +47,13 @@ def apply(site: Path, names: list[str]) -> list[tuple[str, str, int]]:
         raise SystemExit(f"error: unknown --trim {unknown}; fix: choose from {sorted(RULES)}")
     done = []
     for name in names:
-        for rel in RULES[name].paths:
-            p = site / rel
-            if not p.exists():
-                continue
-            size = sum(f.stat().st_size for f in p.rglob("*") if f.is_file()) if p.is_dir() else p.stat().st_size
-            shutil.rmtree(p) if p.is_dir() else p.unlink()
-            done.append((name, rel, size))
+        for pattern in RULES[name].paths:
+            for p in sorted(site.glob(pattern)) if "*" in pattern else [site / pattern]:
+                if not p.exists():
+                    continue
+                size = sum(f.stat().st_size for f in p.rglob("*") if f.is_file()) if p.is_dir() else p.stat().st_size
+                shutil.rmtree(p) if p.is_dir() else p.unlink()
+                done.append((name, str(p.relative_to(site)), size))
     for cache in site.rglob("__pycache__"):
         shutil.rmtree(cache, ignore_errors=True)
     return done
