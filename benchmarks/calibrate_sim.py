@@ -106,8 +106,10 @@ def main() -> None:
     ap.add_argument("--free", default=",".join(FREE), help="comma-separated factors to fit (the rest stay)")
     ap.add_argument("--log", type=Path, help="write the best calibration so far here after every round")
     ap.add_argument("--jobs", type=int, default=1, help="processes evaluating points in parallel")
+    ap.add_argument("--cap", type=float, default=CAP, help="per-figure cap on |log error|")
     a = ap.parse_args()
-    global POOL
+    global POOL, CAP
+    CAP = a.cap
     if a.jobs > 1:
         POOL = Pool(a.jobs)
     free = tuple(a.free.split(","))

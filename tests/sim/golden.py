@@ -2,11 +2,13 @@
 
 `tests/sim/golden_records.json` holds the digests computed from the simulator before its speed work;
 `python tests/sim/golden.py --write` recomputes them (only when a change is *meant* to move records,
-e.g. a refit or a new cost term, and say so in the commit).
+e.g. a new cost term, and say so in the commit); `--add` adds the digests of new cases only. The cases
+run with GOLDEN_CAL, not the current fit, so a refit leaves them alone.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import struct
@@ -20,8 +22,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from tuner.load.records import Request, RequestRecord
 from tuner.sim import SimulatedEngine
+from tuner.sim.cost import Calibration
 
 GOLDEN = Path(__file__).with_name("golden_records.json")
+# the fit these digests were computed with (a refit must not break them: they check the code, not the fit)
+GOLDEN_CAL = Calibration(e_lin=0.6, e_w=0.730297, e_attn=0.666667, e_kv=0.8, o_step_s=0.000666664,
+                         o_tok_s=1.22474e-08, launch_per_layer_s=9.52361e-05, eager_mult=1.03478,
+                         frontend_s=0.0199578, allreduce_lat_s=8e-06, e_link=0.7)
 
 
 def _requests(n: int, rate: float, inp: tuple[int, int], out: tuple[int, int], seed: int,
@@ -59,6 +66,11 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any], dict[str, Any]]] = {
     "sglang_random_closed": ({"flavour": "sglang", "schedule_policy": "random", "chunked_prefill_size": 1024},
                              dict(n=60, rate=0.0, inp=(500, 3000), out=(100, 300), seed=12), {"concurrency": 16}),
     "vllm_tp2_70b": ({"tp": 2, "shape": "llama-3.1-70b"}, dict(n=60, rate=2.0, inp=(500, 3000), out=(100, 300), seed=13), {}),
+    # added with the API-server ingress term (digest from the code that introduced it)
+    "vllm_ingress": ({"ingress_per_seq_s": 4e-4}, dict(n=150, rate=12.0, inp=(1000, 3000), out=(100, 500), seed=14),
+                     {}),
+    "vllm_ingress_closed": ({"ingress_per_seq_s": 4e-4}, dict(n=60, rate=0.0, inp=(500, 1500), out=(50, 200), seed=15),
+                            {"concurrency": 12, "max_sim_time_s": 8.0}),
 }
 
 
@@ -80,8 +92,9 @@ def run_case(name: str) -> list[RequestRecord]:
     flavour = eng_kw.pop("flavour", "vllm")
     tp = eng_kw.pop("tp", 1)
     shape = eng_kw.pop("shape", "qwen3-8b")
+    cal = dataclasses.replace(GOLDEN_CAL, ingress_per_seq_s=eng_kw.pop("ingress_per_seq_s", 0.0))
     eng = SimulatedEngine(flavour=flavour, gpu="H200", shape=shape, args=eng_kw, max_model_len=16384,
-                          tensor_parallel_size=tp)
+                          tensor_parallel_size=tp, calibration=cal)
     return eng.run(_requests(**load_kw), **run_kw)
 
 
@@ -97,4 +110,6 @@ if __name__ == "__main__":
     else:
         want = json.loads(GOLDEN.read_text())
         bad = [k for k in CASES if want.get(k) != got[k]]
+        if "--add" in sys.argv:  # digests of new cases only; existing ones are never rewritten this way
+            GOLDEN.write_text(json.dumps({**got, **want}, indent=1, sort_keys=True) + "\n")
         print("identical" if not bad else f"differ: {bad}")
