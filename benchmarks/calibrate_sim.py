@@ -99,6 +99,7 @@ def render(cal: Calibration) -> str:
 
 
 def main() -> None:
+    global POOL, CAP  # the pool's forked workers read them
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--write", action="store_true", help="rewrite tuner/sim/calibration.py")
     ap.add_argument("--rounds", type=int, default=40)
@@ -108,7 +109,6 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=1, help="processes evaluating points in parallel")
     ap.add_argument("--cap", type=float, default=CAP, help="per-figure cap on |log error|")
     a = ap.parse_args()
-    global POOL, CAP
     CAP = a.cap
     if a.jobs > 1:
         POOL = Pool(a.jobs)
