@@ -1,7 +1,7 @@
 """`python -m tuner.run`: validate a study, search with Ray Tune + Optuna, record in MLflow, promote.
 
 Exit status: 0 done (promoted when a feasible config exists), 2 invalid input, 3 done but no config
-met the SLA, 1 anything else.
+met the SLA, 130 interrupted (Ctrl-C or SIGTERM; finished trials kept, nothing promoted), 1 anything else.
 """
 
 from __future__ import annotations
@@ -93,10 +93,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from tuner.run.lock import OutputLock
+    from tuner.run.signals import EXIT_INTERRUPTED, Interrupt
+
+    lock: OutputLock | None = None
+    Interrupt.reset()
     try:
         study, data, path = load(args)
         out = (args.output or Path("runs") / study.name).resolve()
         from tuner.run.preflight import preflight
+        from tuner.tracking.credentials import strip_credentials, use_credentials
         from tuner.tracking.mlflow_log import check_uri, default_uri
 
         space = preflight(study, path.parent.resolve(), out)
@@ -105,11 +111,25 @@ def main(argv: list[str] | None = None) -> int:
         if args.dry_run:
             from tuner.run.summary import print_plan
 
-            print_plan(study, space, out, uri)
+            print_plan(study, space, out, strip_credentials(uri))
             return EXIT_OK
+        lock = OutputLock(out)
+        left = lock.acquire()  # exit 2 while another run holds the folder
+        if args.resume:
+            from tuner.run.resume_check import check_resume
+
+            check_resume(out, study.name, path)
+        if left.pid:
+            print(f"note: the previous run on {out} (pid {left.pid}) ended without cleaning up (killed?)"
+                  + (f"; stopped {len(left.stopped)} Ray process(es) it left" if left.stopped else ""),
+                  file=sys.stderr)
+        Interrupt.install()
+        uri = use_credentials(uri)  # credentials travel in MLflow's env vars, never in a printed URI
         from tuner.run.flow import run_study
+        from tuner.run.lock import local_ray_processes
 
         init_ray(study)
+        lock.record_ray(*local_ray_processes())
         max_conc = check_cluster(study, study.budget.max_concurrent)
         return run_study(study, data, path, space, out, uri, max_concurrent=max_conc, resume=args.resume,
                          promote=study.promotion.enabled and not args.no_promote)
@@ -117,12 +137,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_INVALID
     except KeyboardInterrupt:
-        print("interrupted: finished trials are saved; continue with --resume", file=sys.stderr)
-        return EXIT_ERROR
+        print(f"{Interrupt.name()}: interrupted before the search started; nothing promoted. "
+              "Run the same command again (with --resume if trials had finished)", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except Exception as exc:
         log.exception("study failed")
         print(f"error: study failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         return EXIT_ERROR
+    finally:
+        if lock is not None:
+            lock.release()
 
 
 if __name__ == "__main__":

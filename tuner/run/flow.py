@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from tuner.common.atomic import write_json
-from tuner.run.outputs import write_pareto
+from tuner.run.outputs import read_trials, write_pareto
+from tuner.run.signals import EXIT_INTERRUPTED, Interrupt
 from tuner.run.summary import print_summary
 from tuner.search.space import Space
 from tuner.spec.study import Study
+from tuner.tracking.credentials import strip_credentials
 from tuner.tracking.mlflow_log import StudyTracker
 from tuner.trial.result import TrialResult
 from tuner.trial.runner import TrialPlan, run_trial
@@ -61,26 +64,33 @@ def make_confirm(study: Study, data: dict[str, Any], out: Path, base_dir: Path) 
 
 def run_study(study: Study, data: dict[str, Any], study_path: Path, space: Space, out: Path, uri: str, *,
               max_concurrent: int, resume: bool, promote: bool) -> int:
+    from tuner.run.resume_check import read_state
     from tuner.search.driver import run_search
 
     t0 = time.monotonic()
     base_dir = study_path.parent.resolve()
     state_path = out / STATE
-    state = json.loads(state_path.read_text()) if resume and state_path.exists() else {}
+    state = read_state(out) if resume else {}
     tracker = StudyTracker(uri, study.tracking.experiment or study.name, study.name, out / "mlartifacts")
+    if not resume:
+        _close_stale_parent(tracker, out)
     parent = tracker.start(state.get("parent_run_id"))
-    write_json(state_path, {"parent_run_id": parent, "tracking_uri": uri, "study": str(study_path)})
+    write_json(state_path, {"parent_run_id": parent, "tracking_uri": strip_credentials(uri), "study": str(study_path),
+                            "study_name": study.name})
     if not state:
         tracker.log_study(study_path, space.describe(), {
             "engine": ",".join(study.engine_names), "model": study.model.name, "sla": ";".join(map(str, study.sla)),
             "objective": study.objective.metric, "trials": study.budget.trials, "seed": study.seed,
             "workload": json.dumps(study.workload.model_dump(mode="json"))})
-    ok = False
+    status = "FAILED"
     try:
         with _progress(study, study.budget.trials) as progress:
             run = run_search(study, data, space, out, base_dir, tracker, progress, trials=study.budget.trials,
                              max_concurrent=max_concurrent, resume=resume)
         trials = run.trials
+        if Interrupt.signum is not None:
+            status = "KILLED"
+            return interrupted(study, study_path, out, len(trials))
         promotion = None
         if promote and any(t.feasible for t in trials):
             from tuner.promote import promote_study
@@ -101,12 +111,35 @@ def run_study(study: Study, data: dict[str, Any], study_path: Path, space: Space
              "baseline_objective": base.objective if base else None,
              "tuned_vs_default": (best.objective / base.objective) if best and base and base.objective else None})
         print_summary(study, trials, out, uri, promotion, run.rejected, time.monotonic() - t0)
-        ok = True
+        status = "FINISHED"
         if best is None:
             return 3
         return 0
+    except KeyboardInterrupt:  # a second signal, or one outside the search: stop here, promote nothing
+        status = "KILLED"
+        return interrupted(study, study_path, out, len(read_trials(out / "trials.parquet")))
     finally:
-        tracker.finish(ok)
+        tracker.finish(status)
+
+
+def _close_stale_parent(tracker: StudyTracker, out: Path) -> None:
+    """A fresh run over a folder whose last driver was killed: that run's MLflow parent, still RUNNING,
+    is marked KILLED (it will never finish)."""
+    try:
+        old = json.loads((out / STATE).read_text()).get("parent_run_id")
+    except (OSError, ValueError, AttributeError):
+        return
+    if old and tracker.close_if_running(old):
+        print(f"note: MLflow run {old} of an earlier, killed run on {out} was still RUNNING; marked KILLED",
+              file=sys.stderr)
+
+
+def interrupted(study: Study, study_path: Path, out: Path, finished: int) -> int:
+    """What an interrupted study says: what is kept, that nothing was promoted, how to continue."""
+    print(f"{Interrupt.name()}: study {study.name} interrupted; {finished} finished trial(s) kept in "
+          f"{out / 'trials.parquet'}; nothing promoted.\n"
+          f"continue with: python -m tuner.run --study {study_path} --output {out} --resume", file=sys.stderr)
+    return EXIT_INTERRUPTED
 
 
 def _report(study: Study, trials: list[TrialResult], out: Path, promoted_id: str | None) -> Path | None:

@@ -18,6 +18,7 @@ import ray
 from ray import tune
 
 from tuner.run.outputs import read_trials, write_trials
+from tuner.run.signals import Interrupt, InterruptStopper
 from tuner.search.ask_tell import Suggestion
 from tuner.search.space import Space
 from tuner.search.trainable import trainable
@@ -145,7 +146,7 @@ def run_search(study: Study, study_data: dict[str, Any], space: Space, out: Path
         name, remaining = f"search-resume-{len(known)}", trials - len(known)
     if remaining > 0:
         run_config = tune.RunConfig(
-            name=name, storage_path=storage, callbacks=[recorder], verbose=0,
+            name=name, storage_path=storage, callbacks=[recorder], verbose=0, stop=InterruptStopper(),
             failure_config=tune.FailureConfig(max_failures=0, fail_fast=False),
             checkpoint_config=tune.CheckpointConfig(checkpoint_at_end=False),
         )
@@ -157,7 +158,11 @@ def run_search(study: Study, study_data: dict[str, Any], space: Space, out: Path
             ),
             run_config=run_config,
         )
-        tuner.fit()
+        Interrupt.searching = True  # a signal now stops the trials (InterruptStopper), not the driver
+        try:
+            tuner.fit()
+        finally:
+            Interrupt.searching = False
     rejected = list(getattr(searcher, "rejected", []))
     return SearchRun(trials=sorted(recorder.trials.values(), key=lambda t: t.number), rejected=rejected,
                      wall_s=time.monotonic() - t0)

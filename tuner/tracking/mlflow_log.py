@@ -171,6 +171,19 @@ class StudyTracker:
             if (f := finite_float(v)) is not None:
                 self.client.log_metric(self.parent_run_id, k, f)
 
-    def finish(self, ok: bool) -> None:
+    def close_if_running(self, run_id: str) -> bool:
+        """Mark a run left RUNNING by a killed driver as KILLED; True when it was."""
+        try:
+            if self.client.get_run(run_id).info.status != "RUNNING":
+                return False
+        except Exception:  # noqa: BLE001 - a run from another store or deleted: nothing to close
+            return False
+        self.client.set_terminated(run_id, status="KILLED")
+        return True
+
+    def finish(self, status: str | bool) -> None:
+        """End the parent run: FINISHED, FAILED or KILLED (an interrupted study); a bool means FINISHED/FAILED."""
+        if isinstance(status, bool):
+            status = "FINISHED" if status else "FAILED"
         if self.parent_run_id:
-            self.client.set_terminated(self.parent_run_id, status="FINISHED" if ok else "FAILED")
+            self.client.set_terminated(self.parent_run_id, status=status)
