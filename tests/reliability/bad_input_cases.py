@@ -138,6 +138,9 @@ def cls(name: str) -> dict[str, Any]:
 # Known wrong messages (tests are strict xfails until fixed in their owner's module).
 SHA_OF_HELLO = "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"  # sha256(b"hello")
 
+URI_FIX = ("use http(s)://host:port (an MLflow server), sqlite:///path/mlflow.db, or leave it out (SQLite in the "
+           "output folder)")
+
 CASES: list[Case] = [
     # -- the file itself
     Case("malformed-yaml", "YAML syntax error (unclosed bracket)", (raw("name: [bad\nengine: sim\n"),),
@@ -317,16 +320,208 @@ CASES: list[Case] = [
     Case("mlflow-unreachable", "an MLflow server that does not answer",
          (cli("--mlflow-uri", "http://127.0.0.1:9/"),),
          "--mlflow-uri: MLflow tracking server http://127.0.0.1:9/ is unreachable (<*>) | fix: start it (mlflow server --host 127.0.0.1 ...) or leave the URI out to use a local SQLite store"),
-    Case("mlflow-unreachable-secret", "an unreachable MLflow URI with a password (the password is masked)",
+    Case("mlflow-unreachable-secret", "an unreachable MLflow URI with a password (the credentials are left out)",
          (cli("--mlflow-uri", "http://alice:s3cret-pw@127.0.0.1:9/"),),
-         "--mlflow-uri: MLflow tracking server http://alice:***@127.0.0.1:9/ is unreachable (<*>) | fix: start it (mlflow server --host 127.0.0.1 ...) or leave the URI out to use a local SQLite store"),
+         "--mlflow-uri: MLflow tracking server http://127.0.0.1:9/ is unreachable (<*>) | fix: start it (mlflow server --host 127.0.0.1 ...) or leave the URI out to use a local SQLite store"),
     Case("mlflow-bad-scheme", "an MLflow URI scheme MLflow cannot use", (put("tracking.mlflow_uri", "ftp://host/x"),),
-         "--mlflow-uri: unsupported MLflow URI scheme in ftp://host/x | fix: use http(s)://, sqlite:///path or a file path"),
+         "{study}: tracking.mlflow_uri: unsupported MLflow URI scheme in ftp://host/x | fix: " + URI_FIX),
     Case("output-unwritable", "an output folder that cannot be created", (output_under_file,),
          "--output: output folder {tmp}/a-file/out is not writable (Not a directory) | fix: choose a folder you can write to"),
     Case("gpus-beyond-cluster", "a trial needing more GPUs than the Ray cluster has",
          (put("resources.gpus_per_trial", 64),),
          "resources.gpus_per_trial: a trial needs 64 GPU(s) but the Ray cluster has 0 | fix: lower gpus_per_trial / tensor_parallel_size or add GPU nodes", needs_ray=True),
+]
+
+
+def out_file(name: str, content: bytes | str) -> Edit:
+    """A file already in the output folder (what --resume finds there)."""
+    def edit(c: Ctx) -> None:
+        p = c.tmp / "out" / name
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(content.encode() if isinstance(content, str) else content)
+    return edit
+
+
+def sim_engine_as(engine: str, python: str) -> Edit:
+    """Run a real engine (with the given interpreter) instead of the simulator."""
+    def edit(c: Ctx) -> None:
+        c.data["engine"] = engine
+        c.data.pop("sim", None)
+        c.data["engines"] = {engine: {"python": python}}
+        c.data["search_space"] = {}
+    return edit
+
+
+BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{n}: &{n} [{', '.join([f'*{p}'] * 9)}]\n" for p, n in zip("abcdefgh", "bcdefghi", strict=True))
+STATE = '{"parent_run_id": "0123abcd", "tracking_uri": "sqlite:///x", "study": "other.yaml", "study_name": "other"}'
+NO_SERVER = ("start it (mlflow server --host 127.0.0.1 ...) or leave the URI out to use a local SQLite store")
+RESUME_FIX = "restore the file from a backup, or start the study afresh in another --output"
+
+
+def dyn(name: str = "a", inp: Any = 10, out: Any = 5, **kw: Any) -> list[dict[str, Any]]:
+    return [{"name": name, "weight": 1, "input": inp, "output": out, **kw}]
+
+
+# Issue 21: values YAML accepts but the engine, the model, MLflow or the search would not; files that are
+# not YAML text; messages that misled; --resume over a folder that is not this study's.
+CASES += [
+    # -- the file itself
+    Case("non-utf8-file", "a study file that is not UTF-8 (Latin-1 bytes)",
+         (study_at("latin1.yaml"), file("latin1.yaml", b"name: bad\nmodel:\n  name: caf\xe9\n")),
+         "{tmp}/latin1.yaml:3:12: not UTF-8 text (byte 0xe9) | fix: save the file as UTF-8"),
+    Case("binary-study", "a binary file given as --study", (study_at("bin.yaml"), file("bin.yaml", b"\x7fELF\x02\x01\x00\x00" * 8)),
+         "{tmp}/bin.yaml: a binary file, not YAML text | fix: give the study's .yaml file"),
+    Case("unterminated-quote", "an unterminated quote (reported where it opens, not at the file's end)",
+         (raw('name: "bad\nengine: sim\nmodel:\n  name: x\n'),),
+         "{study}:1:7: malformed YAML: a quoted scalar that starts here is never closed (the file ends first) | fix: fix the YAML syntax at that line"),
+    Case("unclosed-bracket-at-end", "a flow list left open to the end of the file",
+         (raw("name: bad\nsla: [p99_ttft_ms <= 500\n"),),
+         "{study}:2:6: malformed YAML: a flow sequence that starts here is never closed (the file ends first) | fix: fix the YAML syntax at that line"),
+    Case("alias-bomb", "a 'billion laughs' alias bomb (refused in a short message, not expanded)", (raw(BOMB),),
+         "{study}:<*>: YAML aliases expand to more than 100,000 values (an alias bomb?) | fix: write the values out, or use fewer nested aliases"),
+    Case("several-errors", "three mistakes in one file: all are reported at once",
+         (put("budgett", 1), put("model.max_model_len", "long"), put("capacity.low", -1)),
+         "{study}: model.max_model_len: Input should be a valid integer, unable to parse string as an integer (also: capacity.low: Input should be greater than 0; budgett: unknown key 'budgett') | fix: give a whole number"),
+    Case("several-errors-with-sla", "an SLA mistake and a schema mistake: both reported",
+         (put("sla", ["p101_ttft_ms <= 5"]), put("budget.trials", 0)),
+         "{study}: sla[0]: unknown SLA term 'p101_ttft_ms' (also: budget.trials: Input should be greater than 0) | fix: use <stat>_<metric>_ms with stat in p50,p90,p95,p99,p999,mean,max and metric in ttft,tpot,itl,e2e (e.g. p99_ttft_ms), or error_rate"),
+    # -- values YAML accepts but the engine does not
+    Case("max-model-len-true", "max_model_len: true (YAML boolean, not a length)", (put("model.max_model_len", True),),
+         "{study}: model.max_model_len: got true, which is not a number | fix: give a number (true/false is not one)"),
+    Case("tp-size-false", "tensor_parallel_size: false", (put("model.tensor_parallel_size", False),),
+         "{study}: model.tensor_parallel_size: got false, which is not a number | fix: give a number (true/false is not one)"),
+    Case("trials-true", "budget.trials: true", (put("budget.trials", True),),
+         "{study}: budget.trials: got true, which is not a number | fix: give a number (true/false is not one)"),
+    Case("capacity-high-true", "capacity.high: true", (put("capacity.high", True),),
+         "{study}: capacity.high: got true, which is not a number | fix: give a number (true/false is not one)"),
+    Case("max-model-len-huge", "max_model_len 10,000,000: longer than the model's positions",
+         (put("model.max_model_len", 10_000_000),),
+         "model.max_model_len: max_model_len 10000000 is longer than the model's 40960 positions (model shape qwen3-8b) | fix: give at most 40960"),
+    Case("max-model-len-local-config", "max_model_len beyond a local model's config.json",
+         (model_dir({"config.json": b'{"num_attention_heads": 32, "max_position_embeddings": 4096}'}),
+          put("model.max_model_len", 8192)),
+         "model.max_model_len: max_model_len 8192 is longer than the model's 4096 positions ({tmp}/model/config.json) | fix: give at most 4096"),
+    Case("tp-not-dividing-heads", "tensor_parallel_size 3 with 32 attention heads",
+         (put("model.tensor_parallel_size", 3),),
+         "model.tensor_parallel_size: tensor_parallel_size 3 does not divide the model's 32 attention heads (model shape qwen3-8b) | fix: use a divisor of 32: [1, 2, 4, 8, 16]"),
+    Case("tp-local-config", "tensor_parallel_size 5 with a local model of 12 heads",
+         (model_dir({"config.json": b'{"num_attention_heads": 12, "max_position_embeddings": 32768}'}),
+          put("model.tensor_parallel_size", 5)),
+         "model.tensor_parallel_size: tensor_parallel_size 5 does not divide the model's 12 attention heads ({tmp}/model/config.json) | fix: use a divisor of 12: [1, 2, 4]"),
+    Case("model-config-corrupt", "a local model whose config.json is not JSON",
+         (model_dir({"config.json": b'{"num_attention_heads": '}),),
+         "model.name: {tmp}/model/config.json is not valid JSON (<*>) | fix: restore the model's config.json"),
+    Case("model-local-path-missing", "a local model path (./...) that does not exist, without must_exist",
+         (put("model.name", "./models/qwen3-8b"), put("model.shape", "qwen3-8b")),
+         "model.name: model path ./models/qwen3-8b does not exist | fix: give an existing local folder, or a hub id like Qwen/Qwen3-8B"),
+    Case("model-abs-path-missing", "an absolute model path that does not exist",
+         (put("model.name", "/data/models/nope"), put("model.shape", "qwen3-8b")),
+         "model.name: model path /data/models/nope does not exist | fix: give an existing local folder, or a hub id like Qwen/Qwen3-8B"),
+    Case("model-home-path-missing", "a ~/ model path that does not exist",
+         (put("model.name", "~/no-such-model-dir"), put("model.shape", "qwen3-8b")),
+         "model.name: model path ~/no-such-model-dir does not exist | fix: give an existing local folder, or a hub id like Qwen/Qwen3-8B"),
+    Case("route-prefix-no-slash", "promotion.route_prefix without its leading '/'", (put("promotion.route_prefix", "api"),),
+         "{study}: promotion.route_prefix: route_prefix must start with '/', have no spaces and no trailing '/', got 'api' | fix: write e.g. route_prefix: /api"),
+    Case("route-prefix-trailing-slash", "promotion.route_prefix ending in '/'", (put("promotion.route_prefix", "/v1/"),),
+         "{study}: promotion.route_prefix: route_prefix must start with '/', have no spaces and no trailing '/', got '/v1/' | fix: write e.g. route_prefix: /v1"),
+    Case("route-prefix-space", "promotion.route_prefix with a space", (put("promotion.route_prefix", "/my api"),),
+         "{study}: promotion.route_prefix: route_prefix must start with '/', have no spaces and no trailing '/', got '/my api' | fix: write e.g. route_prefix: /my api"),
+    Case("app-name-bad", "promotion.app_name with a space", (put("promotion.app_name", "my app"),),
+         "{study}: promotion.app_name: String should match pattern '^[A-Za-z0-9][A-Za-z0-9_.-]*$' | fix: use only letters, digits, '_', '.' and '-' (no spaces)"),
+    Case("vllm-not-installed", "engine: vllm with an interpreter that has no vLLM",
+         (sim_engine_as("vllm", sys.executable),),
+         f"engines.vllm.python: vllm is not installed for {sys.executable} (no module 'vllm') | fix: install vllm there, or set engines.vllm.python to the interpreter of an environment that has it"),
+    Case("sglang-not-installed", "engine: sglang with an interpreter that has no SGLang",
+         (sim_engine_as("sglang", sys.executable),),
+         f"engines.sglang.python: sglang is not installed for {sys.executable} (no module 'sglang') | fix: install sglang there, or set engines.sglang.python to the interpreter of an environment that has it"),
+    Case("engine-python-missing", "engines.vllm.python that does not exist",
+         (sim_engine_as("vllm", "/nonexistent/bin/python"),),
+         "engines.vllm.python: vllm's interpreter /nonexistent/bin/python cannot run (<*>) | fix: give the python of the environment where the engine is installed"),
+    # -- seed
+    Case("seed-negative", "seed -1", (put("seed", -1),),
+         "{study}: seed: Input should be greater than or equal to 0 | fix: give a larger value"),
+    Case("seed-too-big", "seed 2^32 (numpy and Optuna take 0..2^32-1)", (put("seed", 2**32),),
+         "{study}: seed: Input should be less than or equal to 4294967295 | fix: give a smaller value"),
+    Case("cli-seed-too-big", "--seed 99999999999", (cli("--seed", "99999999999"),),
+         "{study}: seed: Input should be less than or equal to 4294967295 | fix: give a smaller value"),
+    Case("cli-seed-negative", "--seed -5", (cli("--seed=-5"),),
+         "{study}: seed: Input should be greater than or equal to 0 | fix: give a larger value"),
+    Case("cli-seed-text", "--seed with text", (cli("--seed", "abc"),), "argument --seed: invalid int value: 'abc'"),
+    Case("cli-trials-negative", "--trials -3", (cli("--trials=-3"),),
+         "--trials: --trials must be > 0, got -3 | fix: give a positive whole number"),
+    # -- objective
+    Case("objective-latency-unknown", "an unknown objective.latency_metric", (put("objective.latency_metric", "p99"),),
+         "{study}: objective.latency_metric: unknown metric 'p99' | fix: use a summary key such as output_tokens_per_s, requests_per_s, goodput_rps or ttft_ms.p99 (per class: class.<name>.<key>)"),
+    Case("objective-metric-typo", "objective.metric misspelt (tokens_per_sec)", (put("objective.metric", "tokens_per_sec"),),
+         "{study}: objective.metric: unknown metric 'tokens_per_sec' | fix: use a summary key such as output_tokens_per_s, requests_per_s, goodput_rps or ttft_ms.p99 (per class: class.<name>.<key>)"),
+    Case("objective-metric-empty", "objective.metric empty", (put("objective.metric", ""),),
+         "{study}: objective.metric: unknown metric '' | fix: use a summary key such as output_tokens_per_s, requests_per_s, goodput_rps or ttft_ms.p99 (per class: class.<name>.<key>)"),
+    # -- workload vs the model
+    Case("workload-longer-than-model", "max_model_len shorter than the workload's typical request (prompts cut)",
+         (drop("workload.profile"), put("workload.classes", dyn(inp=3000, out=2000)), put("model.max_model_len", 4096)),
+         "workload.classes[0]: class 'a' needs about 5000 tokens (input + output) per request, more than model.max_model_len 4096: its prompts would be cut | fix: raise model.max_model_len to at least 5001 or shorten the class"),
+    Case("profile-longer-than-model", "the dynamic profile with max_model_len 1024", (put("model.max_model_len", 1024),),
+         "workload: class 'education' needs about 4840 tokens (input + output) per request, more than model.max_model_len 1024: its prompts would be cut | fix: raise model.max_model_len to at least 4841 or shorten the class"),
+    Case("normal-class-longer-than-model", "a normal length distribution whose mean does not fit",
+         (drop("workload.profile"), put("workload.classes", dyn(inp={"dist": "normal", "mean": 9000, "std": 100}, out=100)),
+          put("model.max_model_len", 8192)),
+         "workload.classes[0]: class 'a' needs about 9100 tokens (input + output) per request, more than model.max_model_len 8192: its prompts would be cut | fix: raise model.max_model_len to at least 9101 or shorten the class"),
+    # -- SLA
+    Case("sla-tpot-in-seconds", "p99_tpot_ms <= 0.04 (seconds written where milliseconds belong)",
+         (put("sla", ["p99_tpot_ms <= 0.04"]),),
+         "{study}: sla[0]: SLA limit 0.04 ms for p99_tpot_ms is implausibly small (limits are in milliseconds) | fix: for 0.04 seconds write 'p99_tpot_ms <= 40'"),
+    Case("sla-ttft-in-seconds", "p99_ttft_ms <= 0.05", (put("sla", ["p99_ttft_ms <= 0.05"]),),
+         "{study}: sla[0]: SLA limit 0.05 ms for p99_ttft_ms is implausibly small (limits are in milliseconds) | fix: for 0.05 seconds write 'p99_ttft_ms <= 50'"),
+    Case("sla-in-microseconds", "p99_e2e_ms <= 200000000 (microseconds)", (put("sla", ["p99_e2e_ms <= 200000000"]),),
+         "{study}: sla[0]: SLA limit 2e+08 ms for p99_e2e_ms is more than a day (limits are in milliseconds) | fix: for 2e+08 microseconds write 'p99_e2e_ms <= 200000'"),
+    Case("sla-not-strings", "an SLA list holding a number", (put("sla", ["p99_ttft_ms <= 500", 5]),),
+         "{study}: sla[1]: an SLA term must be text like 'p99_ttft_ms <= 500', got int 5 | fix: quote the term: \"p99_ttft_ms <= 500\""),
+    Case("sla-nested-list", "an SLA list holding a list", (put("sla", [["p99_ttft_ms", 500]]),),
+         "{study}: sla[0]: an SLA term must be text like 'p99_ttft_ms <= 500', got list ['p99_ttft_ms', 500] | fix: quote the term: \"p99_ttft_ms <= 500\""),
+    # -- search space
+    Case("choices-empty", "choices: [] on a categorical parameter",
+         (put("search_space", {"overrides": {"block_size": {"choices": []}}}),),
+         "search_space.overrides.block_size: categorical parameter needs a non-empty choices list | fix: list at least one value under choices, or exclude the parameter"),
+    Case("n-startup-negative", "search.n_startup_trials -1", (put("search.n_startup_trials", -1),),
+         "{study}: search.n_startup_trials: Input should be greater than or equal to 0 | fix: give a larger value"),
+    # -- MLflow URIs
+    Case("mlflow-uri-malformed-ipv6", "--mlflow-uri http://[::1 (unclosed IPv6 bracket)", (cli("--mlflow-uri", "http://[::1"),),
+         "--mlflow-uri: malformed MLflow URI http://[::1 (Invalid IPv6 URL) | fix: write http(s)://host:port with a port in 1..65535"),
+    Case("mlflow-uri-port-range", "--mlflow-uri with port 99999", (cli("--mlflow-uri", "http://127.0.0.1:99999"),),
+         "--mlflow-uri: malformed MLflow URI http://127.0.0.1:99999 (Port out of range 0-65535) | fix: write http(s)://host:port with a port in 1..65535"),
+    Case("mlflow-uri-no-host", "--mlflow-uri http:///x (no host)", (cli("--mlflow-uri", "http:///x"),),
+         "--mlflow-uri: MLflow URI http:///x has no host | fix: write http(s)://host:port"),
+    Case("mlflow-uri-token-hidden", "an unreachable URI with a token as its user part (the token is left out)",
+         (cli("--mlflow-uri", "http://s3cret-token@127.0.0.1:9"),),
+         "--mlflow-uri: MLflow tracking server http://127.0.0.1:9 is unreachable (<*>) | fix: " + NO_SERVER),
+    Case("mlflow-postgres-no-driver", "a postgresql:// URI without its driver installed",
+         (cli("--mlflow-uri", "postgresql://u:s3cret@127.0.0.1:5432/mlflow"),),
+         "--mlflow-uri: MLflow cannot open postgresql://127.0.0.1:5432/mlflow: <*> | fix: install the postgresql driver (e.g. pip install psycopg2-binary / pymysql), or " + URI_FIX.removeprefix("use ")),
+    Case("mlflow-mysql-no-driver", "a mysql:// URI without its driver installed",
+         (cli("--mlflow-uri", "mysql://127.0.0.1/mlflow"),),
+         "--mlflow-uri: MLflow cannot open mysql://127.0.0.1/mlflow: <*> | fix: install the mysql driver (e.g. pip install psycopg2-binary / pymysql), or " + URI_FIX.removeprefix("use ")),
+    Case("mlflow-databricks", "--mlflow-uri databricks", (cli("--mlflow-uri", "databricks"),),
+         "--mlflow-uri: Databricks tracking (databricks) is not supported by servetune | fix: " + URI_FIX),
+    Case("mlflow-file-store", "a file store path (MLflow 3 refuses them)", (cli("--mlflow-uri", "{tmp}/mlruns"),),
+         "--mlflow-uri: {tmp}/mlruns is a file store, which MLflow 3 refuses | fix: " + URI_FIX),
+    Case("mlflow-file-uri", "a file:// store URI", (put("tracking.mlflow_uri", "file:///tmp/mlruns"),),
+         "{study}: tracking.mlflow_uri: file:///tmp/mlruns is a file store, which MLflow 3 refuses | fix: " + URI_FIX),
+    Case("mlflow-sqlite-relative", "sqlite: with too few slashes", (cli("--mlflow-uri", "sqlite:mlflow.db"),),
+         "--mlflow-uri: malformed SQLite URI 'sqlite:mlflow.db' | fix: write sqlite:///absolute/path/mlflow.db"),
+    Case("mlflow-sqlite-no-folder", "a SQLite store in a folder that does not exist",
+         (cli("--mlflow-uri", "sqlite:////nonexistent/dir/mlflow.db"),),
+         "--mlflow-uri: the folder /nonexistent/dir of the SQLite store does not exist | fix: create it, or give a path in an existing folder"),
+    # -- --resume over a folder that is not this study's
+    Case("resume-other-study", "--resume on another study's output folder", (out_file("state.json", STATE), cli("--resume")),
+         "--resume: output folder {tmp}/out holds study 'other', not 'bad' | fix: give that study's file, or choose another --output for 'bad'"),
+    Case("resume-truncated-state", "--resume with a truncated state.json", (out_file("state.json", STATE[:40]), cli("--resume")),
+         "--resume: {tmp}/out/state.json is not valid JSON (truncated or corrupt: <*>) | fix: " + RESUME_FIX),
+    Case("resume-state-not-servetune", "--resume with a state.json that is not servetune's", (out_file("state.json", "[1, 2]"), cli("--resume")),
+         "--resume: {tmp}/out/state.json lacks the study's MLflow run id (not a servetune state file?) | fix: " + RESUME_FIX),
+    Case("resume-corrupt-trials", "--resume with a corrupt trials.parquet",
+         (out_file("state.json", STATE.replace('"other"', '"bad"')), out_file("trials.parquet", b"PAR1garbage"), cli("--resume")),
+         "--resume: {tmp}/out/trials.parquet cannot be read (<*>) | fix: restore it from a backup (or MLflow's copy), or start afresh in another --output"),
 ]
 
 

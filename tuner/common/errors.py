@@ -12,7 +12,12 @@ class ServetuneError(Exception):
 class SpecError(ServetuneError):
     """Bad user input: says what is wrong, where, and how to fix it. Exit status 2."""
 
+    MAX = 2000  # characters of `what`: a message echoing a huge input stays readable (and small)
+
     def __init__(self, what: str, where: str = "", fix: str = "") -> None:
+        if len(what) > self.MAX:
+            what = what[: self.MAX] + f"... ({len(what) - self.MAX} more characters)"
+        where, fix = where[: self.MAX], fix[: self.MAX]
         self.what, self.where, self.fix = what, where, fix
         parts = [f"{where}: {what}" if where else what]
         if fix:

@@ -100,6 +100,8 @@ def main(argv: list[str] | None = None) -> int:
     Interrupt.reset()
     try:
         study, data, path = load(args)
+        for line in study.warnings():
+            print(f"warning: {line}", file=sys.stderr)
         out = (args.output or Path("runs") / study.name).resolve()
         from tuner.run.preflight import preflight
         from tuner.tracking.credentials import strip_credentials, use_credentials
@@ -107,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
 
         space = preflight(study, path.parent.resolve(), out)
         uri = args.mlflow_uri or study.tracking.mlflow_uri or default_uri(out)
-        check_uri(uri)
+        check_uri(uri, "--mlflow-uri" if args.mlflow_uri else f"{path}: tracking.mlflow_uri")
         if args.dry_run:
             from tuner.run.summary import print_plan
 

@@ -6,6 +6,7 @@ import hashlib
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from tuner.common.errors import SpecError
 from tuner.engines.base import LaunchSpec
@@ -145,14 +146,62 @@ def _interval(token: str, bounds: dict[str, list[float]]) -> list[float] | None:
     return [v, v]
 
 
-def preflight(study: Study, base_dir: Path, out: Path) -> Space:
-    check_space_files(study, base_dir)
-    space = build_space(study, base_dir)
-    check_satisfiable(space)
-    from tuner.load.workload import validate_workload
+def check_engines_installed(study: Study) -> None:
+    from tuner.engines import get_engine
+    from tuner.run.checks import check_engine_installed
 
-    validate_workload(study.workload, base_dir)
-    check_model(study, base_dir)
-    check_engines(study, space)
-    check_output_dir(out)
+    for name in study.engine_names:
+        if name == "sim":
+            continue
+        engine = get_engine(name)
+        settings = _settings(study, name)
+        python = engine.python(LaunchSpec.for_check(study.model, settings))  # type: ignore[attr-defined]
+        if python is not None and getattr(settings, "check_args", True):
+            check_engine_installed(name, python, engine.module)  # type: ignore[attr-defined]
+
+
+def preflight(study: Study, base_dir: Path, out: Path) -> Space:
+    """Every check a real run makes before it starts anything; all problems found are reported at once."""
+    from tuner.load.workload import classes_for, validate_workload
+    from tuner.run.checks import check_model_fits, check_model_path, check_workload_fits
+
+    errors: list[SpecError] = []
+
+    def run(check: Any, *args: Any) -> Any:
+        try:
+            return check(*args)
+        except SpecError as exc:
+            errors.append(exc)
+            return None
+
+    run(check_space_files, study, base_dir)
+    space = run(build_space, study, base_dir) if not errors else None
+    if space is not None:
+        run(check_satisfiable, space)
+    n = len(errors)
+    run(validate_workload, study.workload, base_dir)
+    if len(errors) == n:
+        run(lambda: check_workload_fits(study, classes_for(study.workload, base_dir)))
+    n = len(errors)
+    run(check_model_path, study, base_dir)
+    run(check_model, study, base_dir)
+    if len(errors) == n:
+        run(check_model_fits, study, base_dir)
+    n = len(errors)
+    run(check_engines_installed, study)
+    if space is not None and len(errors) == n:
+        run(check_engines, study, space)
+    run(check_output_dir, out)
+    if errors:
+        raise combined(errors)
+    assert space is not None
     return space
+
+
+def combined(errors: list[SpecError]) -> SpecError:
+    """One message for several problems: the first in full, the others after "also:"."""
+    first = errors[0]
+    if len(errors) == 1:
+        return first
+    more = "; ".join(f"{e.where}: {e.what}" if e.where else e.what for e in errors[1:6])
+    return SpecError(f"{first.what} (also: {more})", first.where, first.fix)

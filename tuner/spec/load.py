@@ -25,6 +25,7 @@ _FIXES = {
     "greater_than": "give a larger value",
     "greater_than_equal": "give a larger value",
     "less_than": "give a smaller value",
+    "less_than_equal": "give a smaller value",
     "bool_parsing": "give true or false",
     "string_type": "give a string",
     "string_pattern_mismatch": "use only letters, digits, '_', '.' and '-' (no spaces)",
@@ -34,12 +35,22 @@ _FIXES = {
 _BRANCH_NOISE = {"list_type", "dict_type", "model_type", "model_attributes_type"}
 
 
+MAX_NODES = 100_000  # values a study file may expand to through aliases (a YAML "billion laughs" is 10^9)
+
+
 class _UniqueKeyLoader(yaml.SafeLoader):
-    """SafeLoader that refuses a key given twice in one mapping (plain YAML keeps the last silently)."""
+    """SafeLoader that refuses a key given twice in one mapping (plain YAML keeps the last silently) and
+    a document whose aliases expand to more than MAX_NODES values. Merge keys (`<<: *base`) work."""
+
+    def construct_document(self, node: yaml.Node) -> Any:
+        _check_expansion(node)
+        return super().construct_document(node)
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
         for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<`: merged keys may be overridden here
+                continue
             key = self.construct_object(key_node, deep=deep)
             if isinstance(key, (str, int, float, bool)) and key in seen:
                 raise yaml.constructor.ConstructorError(
@@ -48,51 +59,125 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
-def load_yaml(path: Path) -> Any:
+def _check_expansion(root: yaml.Node) -> None:
+    """Count the values the node graph expands to (aliases counted each time they are used)."""
+    memo: dict[int, int] = {}
+
+    def size(node: yaml.Node, depth: int) -> int:
+        if id(node) in memo:
+            return memo[id(node)]
+        if depth > 200:
+            raise SpecError("YAML nesting deeper than 200 levels", f"line {node.start_mark.line + 1}",
+                            "flatten the document")
+        memo[id(node)] = 1  # a recursive alias counts once (and stops the walk)
+        n = 1
+        if isinstance(node, yaml.MappingNode):
+            n += sum(size(k, depth + 1) + size(v, depth + 1) for k, v in node.value)
+        elif isinstance(node, yaml.SequenceNode):
+            n += sum(size(v, depth + 1) for v in node.value)
+        memo[id(node)] = n
+        if n > MAX_NODES:
+            raise SpecError(f"YAML aliases expand to more than {MAX_NODES:,} values (an alias bomb?)",
+                            f"line {node.start_mark.line + 1}", "write the values out, or use fewer nested aliases")
+        return n
+
+    size(root, 0)
+
+
+def read_text(path: Path) -> str:
+    """A user file as text: a missing file, a folder, a binary or non-UTF-8 file is a located SpecError."""
     if not path.exists():
         raise SpecError(f"file not found: {path}", str(path), "check the path")
     if path.is_dir():
         raise SpecError(f"{path} is a folder, not a YAML file", str(path), "give the path of a .yaml file")
     try:
-        return yaml.load(path.read_text(), Loader=_UniqueKeyLoader)
+        data = path.read_bytes()
+    except OSError as exc:
+        raise SpecError(f"cannot read {path} ({exc.strerror or exc})", str(path), "check its permissions") from None
+    if b"\0" in data[:8192]:
+        raise SpecError("a binary file, not YAML text", str(path), "give the study's .yaml file")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        col = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise SpecError(f"not UTF-8 text (byte 0x{data[exc.start]:02x})", f"{path}:{line}:{col}",
+                        "save the file as UTF-8") from None
+
+
+def load_yaml(path: Path) -> Any:
+    text = read_text(path)
+    try:
+        return yaml.load(text, Loader=_UniqueKeyLoader)
+    except SpecError as exc:  # the alias-bomb guard: name the file
+        raise SpecError(exc.what, f"{path}:{exc.where.removeprefix('line ')}" if exc.where else str(path),
+                        exc.fix) from None
+    except RecursionError:
+        raise SpecError("YAML nesting too deep", str(path), "flatten the document") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise SpecError(f"malformed YAML: {problem}", where, "fix the YAML syntax at that line") from exc
+        context, start = getattr(exc, "context", None), getattr(exc, "context_mark", None)
+        if start is not None and context and ("end of stream" in problem or "<stream end>" in problem):  # an unclosed quote or bracket
+            what = context.removeprefix("while scanning ").removeprefix("while parsing ")
+            mark, problem = start, f"{what} that starts here is never closed (the file ends first)"
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+        raise SpecError(f"malformed YAML: {problem}", where, "fix the YAML syntax at that line") from None
 
 
 def validate(model: type[M], data: Any, source: str) -> M:
-    """Validate `data`; the first error becomes a SpecError naming the key path (all errors listed)."""
+    """Validate `data`; every error of the file is reported at once: the first names its key path and
+    fix, the others follow in "(also: ...)"."""
     if not isinstance(data, dict):
         raise SpecError(
             f"expected a mapping at the top level, got {type(data).__name__}", source, "write key: value pairs"
         )
-    try:
-        return model.model_validate(data)
-    except SpecError as exc:  # raised by a validator that knows its own key path
-        raise SpecError(exc.what, f"{source}: {exc.where}" if exc.where else source, exc.fix) from None
-    except ValidationError as exc:
-        lines = []
-        errors = _one_branch(exc.errors())
-        if any(e["type"] not in _BRANCH_NOISE for e in errors):
-            errors = [e for e in errors if e["type"] not in _BRANCH_NOISE]
-        for err in errors:
-            loc = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"] if not _is_union_tag(p))
-            loc = loc.removeprefix(".")
-            # Validators may end their message with " | fix: ..." to say how to fix it.
-            msg, _, fix = err["msg"].removeprefix("Value error, ").partition(" | fix: ")
-            if err["type"] == "extra_forbidden":
-                msg = f"unknown key {err['loc'][-1]!r}"
-            if err["type"] == "missing":
-                msg = f"required key {err['loc'][-1]!r} is missing"
-            if err["type"] == "union_tag_not_found":
-                msg = f"missing {err.get('ctx', {}).get('discriminator', 'the kind')} (which distribution)"
-            fix = fix or _FIXES.get(err["type"], "see the documented schema (docs/study.md)")
-            lines.append((loc, msg, fix))
-        loc, msg, fix = lines[0]
-        more = "" if len(lines) == 1 else " (also: " + "; ".join(f"{loc_}: {m}" for loc_, m, _ in lines[1:4]) + ")"
-        raise SpecError(msg + more, f"{source}: {loc}" if loc else source, fix) from None
+    found: list[tuple[str, str, str]] = []
+    rest, removed = dict(data), set()
+    for _ in range(len(data) + 1):
+        try:
+            result = model.model_validate(rest)
+            break
+        except SpecError as exc:  # raised by a validator that knows its own key path: it stops pydantic,
+            found.append((exc.where, exc.what, exc.fix))  # so validate again without that key for the rest
+            top = exc.where.split(".")[0].split("[")[0]
+            if top not in rest:
+                break
+            del rest[top]
+            removed.add(top)
+        except ValidationError as exc:
+            found += [e for e in _lines(exc) if not (e[1].startswith("required key") and e[0] in removed)]
+            break
+    if not found:
+        return result
+    loc, msg, fix = found[0]
+    more = "" if len(found) == 1 else " (also: " + "; ".join(f"{loc_}: {m}" for loc_, m, _ in found[1:6]) + (
+        f"; and {len(found) - 6} more" if len(found) > 6 else "") + ")"
+    raise SpecError(msg + more, f"{source}: {loc}" if loc else source, fix)
+
+
+def _lines(exc: ValidationError) -> list[tuple[str, str, str]]:
+    """(key path, what, fix) of each pydantic error, one union branch kept."""
+    lines = []
+    errors = _one_branch(exc.errors())
+    if any(e["type"] not in _BRANCH_NOISE for e in errors):
+        errors = [e for e in errors if e["type"] not in _BRANCH_NOISE]
+    for err in errors:
+        loc = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"] if not _is_union_tag(p))
+        loc = loc.removeprefix(".")
+        # Validators may end their message with " | fix: ..." to say how to fix it.
+        msg, _, fix = err["msg"].removeprefix("Value error, ").partition(" | fix: ")
+        if err["type"] == "extra_forbidden":
+            msg = f"unknown key {err['loc'][-1]!r}"
+        if err["type"] == "missing":
+            msg = f"required key {err['loc'][-1]!r} is missing"
+        key, sep, rest = msg.partition(": got ")
+        if sep and rest.endswith("which is not a number"):  # Strict's bool check names its field in the message
+            loc, msg = f"{loc}.{key}" if loc else key, "got " + rest
+        if err["type"] == "union_tag_not_found":
+            msg = f"missing {err.get('ctx', {}).get('discriminator', 'the kind')} (which distribution)"
+        lines.append((loc, msg, fix or _FIXES.get(err["type"], "see the documented schema (docs/study.md)")))
+    return lines
 
 
 def _one_branch(errors: list[Any]) -> list[Any]:

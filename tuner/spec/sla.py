@@ -86,7 +86,19 @@ def parse_term(text: str, where: str = "sla") -> SLATerm:
     if name == ERROR_RATE and limit > 1:
         raise SpecError(f"error_rate is a fraction of requests, got {limit:g}", where,
                         "write e.g. 'error_rate <= 0.01' for 1%")
+    if name != "error_rate":
+        check_plausible(name, limit, where)
     return SLATerm(name, limit)
+
+
+def check_plausible(name: str, limit: float, where: str) -> None:
+    """Latency limits are milliseconds: below 0.1 ms or above a day is a unit slip (seconds, microseconds)."""
+    if limit < 0.1:
+        raise SpecError(f"SLA limit {limit:g} ms for {name} is implausibly small (limits are in milliseconds)",
+                        where, f"for {limit:g} seconds write '{name} <= {limit * 1000:g}'")
+    if limit > 86_400_000:
+        raise SpecError(f"SLA limit {limit:g} ms for {name} is more than a day (limits are in milliseconds)",
+                        where, f"for {limit:g} microseconds write '{name} <= {limit / 1000:g}'")
 
 
 def parse_sla(text: str | list[str], where: str = "sla") -> list[SLATerm]:

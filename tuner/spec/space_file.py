@@ -10,13 +10,11 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
+
+from tuner.spec.strict import Strict
 
 Scalar = int | float | str | bool
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class Param(Strict):
@@ -44,7 +42,8 @@ class Param(Strict):
                 raise ValueError("log scale and step cannot both be set")
         elif self.type == "categorical":
             if not self.choices:
-                raise ValueError("categorical parameter needs a non-empty choices list")
+                raise ValueError("categorical parameter needs a non-empty choices list | fix: list at least one "
+                                 "value under choices, or exclude the parameter")
         if self.type in ("categorical", "bool") and (self.low, self.high, self.step) != (None, None, None):
             raise ValueError(f"low, high and step only apply to int and float parameters, not {self.type}"
                              " | fix: narrow it with choices")

@@ -5,18 +5,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from tuner.common.errors import SpecError
 from tuner.engines.registry import engine_class
 from tuner.engines.registry import names as engine_names
 from tuner.spec.sla import SLATerm, is_summary_key, parse_sla, renamed_hint
 from tuner.spec.space_file import SearchSpaceRef
+from tuner.spec.strict import Strict
 from tuner.spec.workload import Workload
 
 
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class ModelSpec(Strict):
@@ -127,14 +126,23 @@ class Promotion(Strict):
     enabled: bool = True
     confirm_runs: int = Field(default=2, ge=0)
     top_k: int = Field(default=2, gt=0)
-    app_name: str = "staging"
+    app_name: str = Field(default="staging", min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
     route_prefix: str = "/"
     replicas: int = Field(default=1, gt=0)
+
+    @field_validator("route_prefix")
+    @classmethod
+    def _route(cls, v: str) -> str:
+        """Ray Serve refuses a route prefix without a leading '/' only when the config is deployed."""
+        if not v.startswith("/") or any(c.isspace() for c in v) or (len(v) > 1 and v.endswith("/")):
+            raise ValueError(f"route_prefix must start with '/', have no spaces and no trailing '/', got {v!r}"
+                             f" | fix: write e.g. route_prefix: /{v.strip().strip('/') or 'v1'}")
+        return v
 
 
 class Study(Strict):
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-    seed: int = 0
+    seed: int = Field(default=0, ge=0, le=2**32 - 1)  # numpy and Optuna seeds are 32-bit unsigned
     engine: str | list[str]  # registered engine names (tuner.engines.registry)
     model: ModelSpec
     sim: SimSettings = SimSettings()
@@ -156,9 +164,13 @@ class Study(Strict):
         # SpecError (not ValueError) passes through pydantic with its own where/fix; validate() adds the file.
         if isinstance(v, list) and v and all(isinstance(t, SLATerm) for t in v):
             return v
-        if not isinstance(v, (str, list)) or not all(isinstance(t, str) for t in (v if isinstance(v, list) else [v])):
+        if not isinstance(v, (str, list)):
             raise SpecError(f"sla must be a list of terms, got {type(v).__name__}", "sla",
                             "write sla: [\"p99_ttft_ms <= 500\", ...]")
+        for i, t in enumerate(v if isinstance(v, list) else []):
+            if not isinstance(t, str):
+                raise SpecError(f"an SLA term must be text like 'p99_ttft_ms <= 500', got {type(t).__name__} {t!r}",
+                                f"sla[{i}]", "quote the term: \"p99_ttft_ms <= 500\"")
         terms = parse_sla(v)
         if not terms:
             raise SpecError("at least one SLA term is required", "sla", "add a term like 'p99_ttft_ms <= 500'")
@@ -191,6 +203,14 @@ class Study(Strict):
                 raise SpecError(f"the simulated engine {name!r} takes its settings under sim:, not engines:",
                                 f"engines.{name}", "move them to the sim: block")
         return v
+
+    def warnings(self) -> list[str]:
+        """Valid but probably not meant (the study runs; the user is told)."""
+        s, out = self.search, []
+        if s.algorithm in ("tpe", "nsga2") and s.n_startup_trials >= self.budget.trials:
+            out.append(f"search.n_startup_trials {s.n_startup_trials} >= budget.trials {self.budget.trials}: every "
+                       f"trial is a random start ({s.algorithm} never guides the search); set it below the trials")
+        return out
 
     @property
     def engine_names(self) -> list[str]:

@@ -15,7 +15,8 @@ ENV_KEYS = ("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD", "MLFLOW_TRAC
 
 
 def split_credentials(uri: str) -> tuple[str, dict[str, str]]:
-    """(the URI without credentials, MLflow's credential env vars). Non-HTTP URIs are returned unchanged."""
+    """(the URI without credentials, MLflow's credential env vars). Non-HTTP URIs are returned unchanged
+    (a SQL store needs its password in the URI)."""
     if not uri.startswith(("http://", "https://")):
         return uri, {}
     parts = urllib.parse.urlsplit(uri)
@@ -30,8 +31,15 @@ def split_credentials(uri: str) -> tuple[str, dict[str, str]]:
 
 
 def strip_credentials(uri: str) -> str:
-    """The URI as it may be printed or stored."""
-    return split_credentials(uri)[0]
+    """The URI as it may be printed or stored: no user or password, whatever the scheme (a SQL store's
+    URI keeps them for MLflow, but they are never shown)."""
+    if "://" not in uri:
+        return uri
+    parts = urllib.parse.urlsplit(uri)
+    if "@" not in parts.netloc:
+        return uri
+    hostport = parts.netloc.rpartition("@")[2]
+    return urllib.parse.urlunsplit((parts.scheme, hostport, parts.path, parts.query, parts.fragment))
 
 
 def use_credentials(uri: str) -> str:

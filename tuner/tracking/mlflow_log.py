@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import os
 import tempfile
 import urllib.error
 import urllib.parse
@@ -19,6 +20,7 @@ from typing import Any
 from tuner.common.errors import SpecError
 from tuner.common.numeric import finite_float
 from tuner.common.redact import redact, redact_text, redact_yaml_text
+from tuner.tracking.credentials import split_credentials, strip_credentials
 from tuner.trial.result import TrialResult
 
 log = logging.getLogger(__name__)
@@ -38,30 +40,72 @@ def default_uri(output_dir: Path) -> str:
     return f"sqlite:///{(output_dir / 'mlflow.db').resolve()}"
 
 
-def check_uri(uri: str) -> None:
-    """Fail before any engine starts when an HTTP tracking server does not answer."""
-    if uri.startswith(("http://", "https://")):
-        parts = urllib.parse.urlsplit(uri)
-        host = parts.hostname or ""
-        netloc = host + (f":{parts.port}" if parts.port else "")
-        req = urllib.request.Request(urllib.parse.urlunsplit((parts.scheme, netloc, parts.path.rstrip("/") + "/health",
-                                                               "", "")))
-        if parts.username:  # credentials in the URI become a basic-auth header, as MLflow's client sends them
-            token = base64.b64encode(f"{parts.username}:{parts.password or ''}".encode()).decode()
-            req.add_header("Authorization", f"Basic {token}")
+_SQL = ("postgresql", "mysql", "mssql", "oracle")
+_URI_FIX = "use http(s)://host:port (an MLflow server), sqlite:///path/mlflow.db, or leave it out (SQLite in the output folder)"
+
+
+def check_uri(uri: str, where: str = "--mlflow-uri") -> None:
+    """Fail before any engine starts on a tracking URI MLflow cannot use or a server that does not answer."""
+    try:
+        shown = strip_credentials(uri)
+    except ValueError as exc:  # urlsplit: an unclosed IPv6 bracket, a port out of range
+        raise SpecError(f"malformed MLflow URI {redact_text(uri)} ({exc})", where,
+                        "write http(s)://host:port with a port in 1..65535") from None
+    scheme = uri.split(":", 1)[0].split("+", 1)[0].lower()
+    if scheme.startswith("databricks"):
+        raise SpecError(f"Databricks tracking ({shown}) is not supported by servetune", where, _URI_FIX)
+    if scheme in ("http", "https"):
+        _check_server(uri, shown, where)
+    elif scheme == "sqlite":
+        if not uri.startswith("sqlite:///") or len(uri) <= len("sqlite:///"):
+            raise SpecError(f"malformed SQLite URI {shown!r}", where, "write sqlite:///absolute/path/mlflow.db")
+        folder = Path(uri.removeprefix("sqlite:///")).parent
+        if not folder.is_dir():
+            raise SpecError(f"the folder {folder} of the SQLite store does not exist", where,
+                            "create it, or give a path in an existing folder")
+    elif scheme in _SQL:
         try:
-            with urllib.request.urlopen(req, timeout=5) as resp:
-                if resp.status != 200:
-                    raise OSError(f"HTTP {resp.status}")
-        except (OSError, urllib.error.URLError) as exc:
-            raise SpecError(f"MLflow tracking server {redact_text(uri)} is unreachable ({exc})", "--mlflow-uri",
-                            "start it (mlflow server --host 127.0.0.1 ...) or leave the URI out to use a "
-                            "local SQLite store") from None
-    elif not uri.startswith(("sqlite:///", "file:", "databricks", "postgresql", "mysql")) and "://" in uri:
-        raise SpecError(f"unsupported MLflow URI scheme in {redact_text(uri)}", "--mlflow-uri",
-                        "use http(s)://, sqlite:///path or a file path")
+            from sqlalchemy.engine import make_url
+
+            make_url(uri).get_dialect().import_dbapi()  # the driver module itself (psycopg2, MySQLdb...)
+        except Exception as exc:  # noqa: BLE001 - SQLAlchemy: ArgumentError, NoSuchModuleError, ImportError
+            raise SpecError(f"MLflow cannot open {shown}: {type(exc).__name__}: {str(exc)[:200]}", where,
+                            f"install the {scheme} driver (e.g. pip install psycopg2-binary / pymysql), or "
+                            + _URI_FIX.removeprefix("use ")) from None
+    elif scheme == "file" or "://" not in uri:
+        if os.environ.get("MLFLOW_ALLOW_FILE_STORE", "").lower() != "true":
+            raise SpecError(f"{shown} is a file store, which MLflow 3 refuses", where, _URI_FIX)
+    else:
+        raise SpecError(f"unsupported MLflow URI scheme in {shown}", where, _URI_FIX)
 
 
+def _check_server(uri: str, shown: str, where: str) -> None:
+    try:
+        parts = urllib.parse.urlsplit(uri)
+        host, port = parts.hostname or "", parts.port
+    except ValueError as exc:
+        raise SpecError(f"malformed MLflow URI {shown} ({exc})", where,
+                        "write http(s)://host:port with a port in 1..65535") from None
+    if not host:
+        raise SpecError(f"MLflow URI {shown} has no host", where, "write http(s)://host:port")
+    netloc = (f"[{host}]" if ":" in host else host) + (f":{port}" if port else "")
+    req = urllib.request.Request(urllib.parse.urlunsplit((parts.scheme, netloc, parts.path.rstrip("/") + "/health",
+                                                          "", "")))
+    if parts.username:  # credentials in the URI become a basic-auth header, as MLflow's client sends them
+        _, env = split_credentials(uri)
+        if "MLFLOW_TRACKING_TOKEN" in env:
+            req.add_header("Authorization", f"Bearer {env['MLFLOW_TRACKING_TOKEN']}")
+        else:
+            token = base64.b64encode(f"{env['MLFLOW_TRACKING_USERNAME']}:{env['MLFLOW_TRACKING_PASSWORD']}".encode())
+            req.add_header("Authorization", f"Basic {token.decode()}")
+    try:
+        with urllib.request.urlopen(req, timeout=5) as resp:
+            if resp.status != 200:
+                raise OSError(f"HTTP {resp.status}")
+    except (OSError, urllib.error.URLError, ValueError) as exc:
+        raise SpecError(f"MLflow tracking server {shown} is unreachable ({redact_text(str(exc))})", where,
+                        "start it (mlflow server --host 127.0.0.1 ...) or leave the URI out to use a "
+                        "local SQLite store") from None
 
 
 class StudyTracker:
