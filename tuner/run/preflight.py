@@ -151,13 +151,13 @@ def check_engines_installed(study: Study) -> None:
     from tuner.run.checks import check_engine_installed
 
     for name in study.engine_names:
-        if name == "sim":
-            continue
         engine = get_engine(name)
-        settings = _settings(study, name)
-        python = engine.python(LaunchSpec.for_check(study.model, settings))  # type: ignore[attr-defined]
+        if not hasattr(engine, "module") or not hasattr(engine, "python"):  # the simulator, plug-in engines
+            continue
+        settings = engine.run_settings(study)
+        python = engine.python(LaunchSpec.for_check(study.model, settings))
         if python is not None and getattr(settings, "check_args", True):
-            check_engine_installed(name, python, engine.module)  # type: ignore[attr-defined]
+            check_engine_installed(name, python, engine.module)
 
 
 def preflight(study: Study, base_dir: Path, out: Path) -> Space:

@@ -16,8 +16,6 @@ from tuner.spec.strict import Strict
 from tuner.spec.workload import Workload
 
 
-
-
 class ModelSpec(Strict):
     name: str = Field(min_length=1)  # local path or hub id passed to the engine
     served_name: str | None = None  # name clients use; default: name
