@@ -108,6 +108,7 @@ def main() -> None:
     ap.add_argument("--log", type=Path, help="write the best calibration so far here after every round")
     ap.add_argument("--jobs", type=int, default=1, help="processes evaluating points in parallel")
     ap.add_argument("--cap", type=float, default=CAP, help="per-figure cap on |log error|")
+    ap.add_argument("--start", default="", help="start values instead of the current fit, e.g. e_lin=0.8,e_kv=0.5")
     a = ap.parse_args()
     CAP = a.cap
     if a.jobs > 1:
@@ -116,8 +117,14 @@ def main() -> None:
     if unknown := [f for f in free if f not in BOUNDS]:
         sys.exit(f"--free: unknown factor(s) {unknown}; choose from {', '.join(FREE)}")
     t0 = time.process_time()
-    start_loss = loss(FITTED)
-    cal, fitted_loss = fit(FITTED, a.rounds, a.step, free, a.log)
+    start = FITTED
+    for item in filter(None, a.start.split(",")):
+        key, _, value = item.partition("=")
+        if key not in BOUNDS:
+            sys.exit(f"--start: unknown factor {key!r}; choose from {', '.join(FREE)}")
+        start = dataclasses.replace(start, **{key: float(value)})
+    start_loss = loss(start)
+    cal, fitted_loss = fit(start, a.rounds, a.step, free, a.log)
     print(render(cal))
     print(f"fit points={len(FIT_SET)} loss_before={start_loss:.5f} loss_after={fitted_loss:.5f} "
           f"cpu_s={time.process_time() - t0:.1f}")
