@@ -29,8 +29,8 @@ class Calibration:
     launch_per_layer_s: float  # extra per layer when a step runs outside CUDA graphs
     eager_mult: float  # compute slowdown without torch.compile / graphs (enforce_eager)
     frontend_s: float  # API server latency added to every streamed token
-    # extra wait of a new request before the engine sees it, per sequence already running (the API server
-    # streams every running sequence's tokens before it reads, tokenizes and hands on a new prompt)
+    # extra wait of a new request before the engine sees it, per sequence running when it is sent (the API
+    # server streams every running sequence's tokens before it reads, tokenizes and hands on a new prompt)
     ingress_per_seq_s: float = 0.0
     allreduce_lat_s: float = 8e-6  # per all-reduce latency (TP > 1)
     e_link: float = 0.7  # interconnect efficiency

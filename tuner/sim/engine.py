@@ -112,8 +112,9 @@ class SimulatedEngine:
             heapq.heapify(pending)
         waiting = sched.waiting
         running = sched.running
+        # the API server streams every running sequence's tokens before it reads, tokenizes and hands on a
+        # new prompt: the engine sees a request per_seq x (sequences running) after it was sent
         per_seq = self.cal.ingress_per_seq_s
-        inbound: list[tuple[float, int]] = []  # (time the engine sees it, request index), a heap
         finished = sched.finished
         advance = sched.advance
         heappop, heappush = heapq.heappop, heapq.heappush
@@ -121,26 +122,26 @@ class SimulatedEngine:
         inf = math.inf
         while True:
             now = sched.now
-            while pending and pending[0][0] <= now:
-                t_send, i = heappop(pending)
+            next_arr = inf
+            while pending:
+                t_send, i = pending[0]
                 s = seqs[i]
+                bad = s.inp + s.out > mml or s.inp < 1  # self.too_long: answered at once
+                t_in = t_send + per_seq * len(running) if per_seq and not bad else t_send
+                if t_in > now:
+                    next_arr = t_in
+                    break
+                heappop(pending)
                 s.arrival = t_send
                 sent[i] = True
-                if s.inp + s.out > mml or s.inp < 1:  # self.too_long
+                if bad:
                     errors[i] = TOO_LONG
                     if backlog:  # the client hears the 400 at once and sends its next request
                         heappush(pending, (t_send, backlog.popleft()))
-                elif per_seq and running:  # the API server is busy streaming: the engine sees it later
-                    heappush(inbound, (t_send + per_seq * len(running), i))
                 else:
                     waiting.append(s)
-            while inbound and inbound[0][0] <= now:
-                waiting.append(seqs[heappop(inbound)[1]])
             if now >= t_stop:
                 break
-            next_arr = pending[0][0] if pending else inf
-            if inbound and inbound[0][0] < next_arr:
-                next_arr = inbound[0][0]
             progressed = advance(next_arr if next_arr < t_stop else t_stop)
             if finished:
                 if backlog:
