@@ -61,7 +61,7 @@ def test_winner_is_registered_with_lineage_and_a_valid_serve_config(tmp_path: Pa
     assert float(tags["servetune.capacity"]) == pytest.approx(8.0 * 0.9)  # worst run's capacity
     promo_run = client.get_run(result.run_id)
     assert promo_run.data.tags["mlflow.parentRunId"] == parent
-    assert promo_run.data.params["arg.max_num_seqs"] == "64"
+    assert promo_run.data.params["max_num_seqs"] == "64"
 
     config = yaml.safe_load(result.serve_config.read_text())
     ServeDeploySchema.model_validate(config)  # what `serve deploy` accepts

@@ -108,7 +108,7 @@ def test_fault_trials_are_consistent_in_mlflow(trial: Runs, empty_store: Path, t
         run = client.get_run(ids[f])
         assert run.data.tags["servetune.outcome"] == r.outcome.value and run.data.tags["servetune.reason"] == r.reason
         assert run.info.status == ("FINISHED" if r.outcome.ran else "FAILED"), f
-        assert "objective" not in run.data.metrics and "capacity" not in run.data.metrics, f
+        assert "objective" not in run.data.metrics and "sla_capacity" not in run.data.metrics, f
         assert "engine.log" in {a.path for a in client.list_artifacts(ids[f])}, f
 
 

@@ -21,6 +21,7 @@ from tuner.promote.registry import ARTIFACT_DIR, ConfigRegistry, model_name
 from tuner.promote.select import Candidate, Confirm, select
 from tuner.promote.serve_config import app_args, app_config, hardware, serve_config, write_config
 from tuner.spec.study import Study
+from tuner.tracking.compare import knob_params, rounded, trial_metrics
 from tuner.trial.result import TrialResult
 
 PROMOTED_FILE = "promoted.yaml"
@@ -151,19 +152,21 @@ def _lineage_tags(study: Study, winner: Candidate, parent_run_id: str | None, ru
 
 def _log_params(client: MlflowClient, run_id: str, study: Study, winner: Candidate) -> None:
     trial = winner.trial
-    params: dict[str, Any] = {f"arg.{k}": json.dumps(v) if isinstance(v, (dict, list)) else v
-                              for k, v in trial.args.items()}
+    # Knobs under their engine argument names, as on the trial runs (one naming in the compare view).
+    params: dict[str, Any] = {k: json.dumps(v) if isinstance(v, (dict, list)) else v
+                              for k, v in knob_params(trial.args).items()}
     params.update({
         "engine": trial.engine, "trial_id": trial.trial_id, "model": study.model.name,
         "sla": ", ".join(str(t) for t in study.sla), "hardware": hardware(study, trial),
         "capacity_mode": study.capacity.mode,
         "workload": json.dumps(study.workload.model_dump(mode="json", exclude_defaults=True))[:6000],
     })
-    metrics = {"capacity": winner.worst_capacity, "worst_objective": winner.worst_objective,
-               "original_objective": trial.objective}
+    metrics = {"sla_capacity": winner.worst_capacity, "objective": winner.worst_objective,
+               "worst_objective": winner.worst_objective, "original_objective": trial.objective}
+    metrics.update({k: v for k, v in trial_metrics(trial).items() if k not in ("objective", "sla_capacity")})
     metrics.update({f"confirm_{i}_objective": r.objective for i, r in enumerate(winner.runs)})
     batch_params = [Param(k, str(v)[:6000]) for k, v in params.items()]
-    batch_metrics = [Metric(k, float(v), 0, 0) for k, v in metrics.items() if v is not None]
+    batch_metrics = [Metric(k, r, 0, 0) for k, v in metrics.items() if (r := rounded(v)) is not None]
     client.log_batch(run_id, params=batch_params, metrics=batch_metrics)
     client.set_tag(run_id, "servetune.promoted", "true")
 

@@ -71,7 +71,8 @@ def run_study(study: Study, data: dict[str, Any], study_path: Path, space: Space
     base_dir = study_path.parent.resolve()
     state_path = out / STATE
     state = read_state(out) if resume else {}
-    tracker = StudyTracker(uri, study.tracking.experiment or study.name, study.name, out / "mlartifacts")
+    tracker = StudyTracker(uri, study.tracking.experiment or study.name, study.name, out / "mlartifacts",
+                           sla=study.sla)
     if not resume:
         _close_stale_parent(tracker, out)
     parent = tracker.start(state.get("parent_run_id"))

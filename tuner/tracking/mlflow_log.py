@@ -14,12 +14,15 @@ import tempfile
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from tuner.common.errors import SpecError
 from tuner.common.numeric import finite_float
 from tuner.common.redact import redact, redact_text, redact_yaml_text
+from tuner.spec.sla import SLATerm
+from tuner.tracking import compare, trial_plots
 from tuner.tracking.credentials import split_credentials, strip_credentials
 from tuner.trial.result import TrialResult
 
@@ -28,12 +31,9 @@ log = logging.getLogger(__name__)
 STUDY_TAG = "servetune.study"
 TRIAL_TAG = "servetune.trial_id"
 KIND_TAG = "servetune.kind"
-LOGGED_METRICS = (
-    "output_throughput", "request_throughput", "total_token_throughput", "request_goodput", "error_rate",
-    "p50_ttft_ms", "p90_ttft_ms", "p99_ttft_ms", "p99.9_ttft_ms", "p50_tpot_ms", "p99_tpot_ms",
-    "p50_itl_ms", "p99_itl_ms", "p50_e2el_ms", "p99_e2el_ms", "p99.9_e2el_ms", "jitter_e2el",
-    "client_error_ms", "max_client_lag_ms", "client_suspect",  # the load generator's own error bar
-)
+# Beside tracking.compare's COMPARE_METRICS on every child run: the load generator's own error bar.
+# The full summary of the capacity point is in each run's trial.json.
+LOGGED_METRICS = ("client_error_ms", "client_suspect")
 
 
 def default_uri(output_dir: Path) -> str:
@@ -111,7 +111,8 @@ def _check_server(uri: str, shown: str, where: str) -> None:
 class StudyTracker:
     """Wraps MlflowClient with explicit run ids (no global active-run state)."""
 
-    def __init__(self, uri: str, experiment: str, study_name: str, artifact_dir: Path | None = None) -> None:
+    def __init__(self, uri: str, experiment: str, study_name: str, artifact_dir: Path | None = None,
+                 sla: Sequence[SLATerm] = ()) -> None:
         import mlflow
         from mlflow.tracking import MlflowClient
 
@@ -124,6 +125,9 @@ class StudyTracker:
             self.experiment_id = self.client.create_experiment(experiment, artifact_location=loc)
         else:
             self.experiment_id = exp.experiment_id
+        # MLflow 3 opens an untyped experiment on its GenAI overview; a study is an ML experiment (runs table).
+        self.client.set_experiment_tag(self.experiment_id, compare.EXPERIMENT_KIND_TAG, compare.EXPERIMENT_KIND)
+        self.sla = list(sla)
         self.study_name = study_name
         self.parent_run_id: str | None = None
 
@@ -160,6 +164,7 @@ class StudyTracker:
     def log_trial(self, t: TrialResult, all_param_names: list[str], defaults: dict[str, Any]) -> str:
         """One child run per trial. Every trial logs the same param names (defaults filled) for compare views."""
         assert self.parent_run_id
+        binding = compare.binding_term(t, self.sla)
         run = self.client.create_run(
             self.experiment_id, run_name=f"trial-{t.number:03d}-{t.engine}",
             tags={
@@ -167,30 +172,24 @@ class StudyTracker:
                 STUDY_TAG: self.study_name, "servetune.outcome": t.outcome.value,
                 "servetune.reason": redact_text(t.reason)[:5000], "servetune.baseline": str(t.baseline).lower(),
                 "servetune.feasible": str(t.feasible).lower(),
+                "servetune.binding_sla": binding or "none",
             },
         )
         rid = run.info.run_id
         from mlflow.entities import Metric, Param
 
-        params = {"engine": t.engine, "number": t.number, "seed": t.seed}
-        for name in all_param_names:
-            params[name] = t.args.get(name, defaults.get(name, "default"))
-        for k, v in t.args.items():
-            params.setdefault(k, v)
+        params = {**compare.knob_params(t.args, all_param_names, defaults), "engine": t.engine, "number": t.number,
+                  "seed": t.seed, "outcome": t.outcome.value, "binding_sla": binding or "none"}
         params = redact(params)
-        metrics = {"capacity": t.capacity, "objective": t.objective, "start_s": t.start_s, "wall_s": t.wall_s}
-        metrics.update({k: t.metrics.get(k) for k in LOGGED_METRICS})
+        metrics: dict[str, Any] = {**compare.trial_metrics(t), "wall_s": compare.rounded(t.wall_s)}
+        metrics.update({k: compare.rounded(t.metrics.get(k)) for k in LOGGED_METRICS})
         ts = 0
         self.client.log_batch(
             rid,
             metrics=[Metric(k, f, ts, 0) for k, v in metrics.items() if (f := finite_float(v)) is not None],
             params=[Param(k, json.dumps(v) if isinstance(v, (dict, list)) else str(v)) for k, v in params.items()],
         )
-        for i, p in enumerate(t.points):  # every load point, as steps, for the UI's metric plots
-            batch = [Metric(f"point.{k}", f, ts, i) for k in ("load", "output_throughput", "p99_ttft_ms", "p99_e2el_ms")
-                     if (f := finite_float(p.get(k))) is not None]
-            if batch:
-                self.client.log_batch(rid, metrics=batch)
+        trial_plots.log(self.client, rid, t, self.sla)
         self.client.log_dict(rid, redact(t.to_json()), "trial.json")
         if t.resolved:
             self.client.log_dict(rid, redact(t.resolved), "resolved_config.json")

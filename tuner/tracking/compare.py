@@ -1,0 +1,77 @@
+"""What every MLflow run of a study carries, so the UI's compare view lines trials up at a glance.
+
+One short metric set on every child run (the columns users sort by), values rounded to what the
+measurement supports (4 significant digits: the client's own error bar is about 1 ms, repeat runs
+differ by a few percent); the knobs under their engine argument names, the same on trial runs and
+on the promotion run; the outcome as a param and a tag; the SLA term that bound the capacity.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from tuner.common.numeric import finite_float
+from tuner.spec.sla import SLATerm
+from tuner.trial.result import TrialResult
+
+# The compare columns, in the order users read them (vLLM's names; tuner.common.metric_keys).
+COMPARE_METRICS = (
+    "objective", "sla_capacity", "output_throughput", "request_goodput", "p99_ttft_ms", "p99_tpot_ms",
+    "p99_itl_ms", "p99_e2el_ms", "error_rate",
+)
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"  # MLflow 3's UI: an ML experiment opens on its runs, not GenAI
+EXPERIMENT_KIND = "custom_model_development"
+SIGNIFICANT = 4
+
+
+def rounded(value: Any, digits: int = SIGNIFICANT) -> float | None:
+    """`value` to `digits` significant digits; None when missing or not finite (never a fake zero)."""
+    f = finite_float(value)
+    if f is None:
+        return None
+    if f == 0:
+        return 0.0
+    return round(f, digits - 1 - int(math.floor(math.log10(abs(f)))))
+
+
+def trial_metrics(t: TrialResult) -> dict[str, float]:
+    """The compare set of one trial; keys without a value (a failed trial) are left out, not zeroed."""
+    values: dict[str, Any] = {"objective": t.objective, "sla_capacity": t.capacity}
+    values.update({k: t.metrics.get(k) for k in COMPARE_METRICS if k not in values})
+    return {k: r for k, v in values.items() if (r := rounded(v)) is not None}
+
+
+def knob_params(args: Mapping[str, Any], names: Sequence[str] = (), defaults: Mapping[str, Any] | None = None
+                ) -> dict[str, Any]:
+    """Engine arguments under their own names (`max_num_seqs`), every searched name present on every run."""
+    out: dict[str, Any] = {}
+    for name in names:
+        out[name] = args.get(name, (defaults or {}).get(name, "default"))
+    for k, v in args.items():
+        out.setdefault(k, v)
+    return out
+
+
+def binding_term(t: TrialResult, sla: Sequence[SLATerm]) -> str | None:
+    """The SLA term that capped the capacity: the worst one at the lowest failing load above it.
+
+    None when no load point failed (the capacity is the search's upper bound) or nothing was measured.
+    """
+    if not sla:
+        return None
+    above = [p for p in t.points if not p.get("feasible")
+             and (t.capacity is None or (finite_float(p.get("load")) or 0.0) > t.capacity)]
+    if not above:
+        return None
+    point = min(above, key=lambda p: finite_float(p.get("load")) or 0.0)
+    if point.get("stopped_early") and isinstance(point["stopped_early"], str) and point["stopped_early"].startswith("sla"):
+        for term in sla:
+            if term.name in point["stopped_early"]:
+                return term.name
+    measured = [term for term in sla if finite_float(point.get(term.metric)) is not None]
+    if not measured:
+        return None
+    worst = max(measured, key=lambda term: term.violation(point))
+    return worst.name if worst.violation(point) > 0 else None
