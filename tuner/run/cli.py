@@ -1,7 +1,8 @@
 """`python -m tuner.run`: validate a study, search with Ray Tune + Optuna, record in MLflow, promote.
 
 Exit status: 0 done (promoted when a feasible config exists), 2 invalid input, 3 done but no config
-met the SLA, 130 interrupted (Ctrl-C or SIGTERM; finished trials kept, nothing promoted), 1 anything else.
+met the SLA, 4 done but MLflow missed records while it was down (kept locally; --resume logs them),
+130 interrupted (Ctrl-C or SIGTERM; finished trials kept, nothing promoted), 1 anything else.
 """
 
 from __future__ import annotations
@@ -126,11 +127,11 @@ def main(argv: list[str] | None = None) -> int:
                   + (f"; stopped {len(left.stopped)} Ray process(es) it left" if left.stopped else ""),
                   file=sys.stderr)
         Interrupt.install()
-        uri = use_credentials(uri)  # credentials travel in MLflow's env vars, never in a printed URI
         from tuner.run.flow import run_study
         from tuner.run.lock import local_ray_processes
 
         init_ray(study)
+        uri = use_credentials(uri)  # in MLflow's env vars (after Ray started: its processes never see them)
         lock.record_ray(*local_ray_processes())
         max_conc = check_cluster(study, study.budget.max_concurrent)
         return run_study(study, data, path, space, out, uri, max_concurrent=max_conc, resume=args.resume,

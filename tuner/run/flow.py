@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 import time
 from pathlib import Path
@@ -22,6 +23,7 @@ from tuner.trial.runner import TrialPlan, run_trial
 
 log = logging.getLogger(__name__)
 STATE = "state.json"
+EXIT_UNTRACKED = 4  # finished, but MLflow missed records (it was down): --resume logs them
 
 
 def _progress(study: Study, trials: int) -> Any:
@@ -71,6 +73,9 @@ def run_study(study: Study, data: dict[str, Any], study_path: Path, space: Space
     base_dir = study_path.parent.resolve()
     state_path = out / STATE
     state = read_state(out) if resume else {}
+    for key, value in (("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2"), ("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1"),
+                       ("MLFLOW_HTTP_REQUEST_TIMEOUT", "20")):
+        os.environ.setdefault(key, value)  # a short retry window: an outage is buffered, not waited out
     tracker = StudyTracker(uri, study.tracking.experiment or study.name, study.name, out / "mlartifacts",
                            sla=study.sla)
     if not resume:
@@ -93,6 +98,9 @@ def run_study(study: Study, data: dict[str, Any], study_path: Path, space: Space
             status = "KILLED"
             return interrupted(study, study_path, out, len(trials))
         promotion = None
+        if run.untracked and promote:  # the registry would point at trials MLflow has no run for
+            print(f"not promoting: {len(run.untracked)} trial(s) are not in MLflow yet", file=sys.stderr)
+            promote = False
         if promote and any(t.feasible for t in trials):
             from tuner.promote import promote_study
 
@@ -104,15 +112,25 @@ def run_study(study: Study, data: dict[str, Any], study_path: Path, space: Space
         report = _report(study, trials, out, promoted_id)
         base = next((t for t in trials if t.baseline), None)
         best = max((t for t in trials if t.feasible), key=lambda t: t.objective or 0, default=None)
-        tracker.log_outputs(
-            [out / "trials.parquet", out / "pareto.json", out / "promoted.yaml", *([report] if report else []),
-             *sorted((out / "plots").glob("*.html"))],
-            {"trials_ok": sum(t.outcome.ran for t in trials), "trials_failed": sum(not t.outcome.ran for t in trials),
-             "best_objective": best.objective if best else None,
-             "baseline_objective": base.objective if base else None,
-             "tuned_vs_default": (best.objective / base.objective) if best and base and base.objective else None})
+        try:
+            tracker.log_outputs(
+                [out / "trials.parquet", out / "pareto.json", out / "promoted.yaml", *([report] if report else []),
+                 *sorted((out / "plots").glob("*.html"))],
+                {"trials_ok": sum(t.outcome.ran for t in trials),
+                 "trials_failed": sum(not t.outcome.ran for t in trials),
+                 "best_objective": best.objective if best else None,
+                 "baseline_objective": base.objective if base else None,
+                 "tuned_vs_default": (best.objective / base.objective) if best and base and base.objective else None})
+        except Exception as exc:  # noqa: BLE001 - MLflow down at the end: the files are all in the output folder
+            log.warning("study outputs not logged to MLflow: %s", str(exc)[:300])
+            run.untracked = run.untracked or ["study outputs"]
         print_summary(study, trials, out, uri, promotion, run.rejected, time.monotonic() - t0)
         status = "FINISHED"
+        if run.untracked:
+            print(f"MLflow is missing {len(run.untracked)} record(s) ({', '.join(run.untracked[:10])}): they are "
+                  f"kept in {out / 'trials.parquet'}; log them with: python -m tuner.run --study {study_path} "
+                  f"--output {out} --resume", file=sys.stderr)
+            return EXIT_UNTRACKED
         if best is None:
             return 3
         return 0
@@ -120,7 +138,10 @@ def run_study(study: Study, data: dict[str, Any], study_path: Path, space: Space
         status = "KILLED"
         return interrupted(study, study_path, out, len(read_trials(out / "trials.parquet")))
     finally:
-        tracker.finish(status)
+        try:
+            tracker.finish(status)
+        except Exception as exc:  # noqa: BLE001 - MLflow down: the parent stays RUNNING; --resume closes it
+            log.warning("MLflow parent run not closed (%s): %s", status, str(exc)[:300])
 
 
 def _close_stale_parent(tracker: StudyTracker, out: Path) -> None:

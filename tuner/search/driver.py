@@ -33,6 +33,7 @@ log = logging.getLogger(__name__)
 @dataclass
 class SearchRun:
     trials: list[TrialResult]
+    untracked: list[str] = field(default_factory=list)  # trial ids with no MLflow run (MLflow was down)
     rejected: list[dict[str, Any]] = field(default_factory=list)
     wall_s: float = 0.0
 
@@ -85,22 +86,43 @@ class _Recorder(tune.Callback):
         self.progress.trial_finished(result)
 
     def _log(self, result: TrialResult) -> None:
+        """Log one trial to MLflow. While MLflow is down the trial stays only in trials.parquet (no run id)
+        and is retried with the next trial, at the end of the study, and by --resume."""
         if result.trial_id in self.logged:
             result.mlflow_run_id = self.logged[result.trial_id]
+            write_trials(self.out / "trials.parquet", list(self.trials.values()))
         else:
-            try:
-                result.mlflow_run_id = self.tracker.log_trial(result, self.param_names, self.defaults)
-                self.logged[result.trial_id] = result.mlflow_run_id
-            except Exception as exc:  # noqa: BLE001 - tracking trouble must not lose the trial
-                log.warning("MLflow logging of trial %s failed: %s", result.trial_id, exc)
-                return
-        write_trials(self.out / "trials.parquet", list(self.trials.values()))
+            self.replay()  # this trial and any left from an outage, oldest first
+
+    def untracked(self) -> list[str]:
+        """Finished trials that have no complete MLflow run yet."""
+        return [t.trial_id for t in sorted(self.trials.values(), key=lambda t: t.number)
+                if t.trial_id not in self.logged]
+
+    def replay(self) -> bool:
+        """Log the untracked trials (a run left half-written by an outage is deleted first); True when
+        none is left."""
+        try:
+            partial = self.tracker.partial_trials() if self.untracked() else {}
+            for tid in self.untracked():
+                if tid in partial:
+                    self.tracker.client.delete_run(partial.pop(tid))
+                t = self.trials[tid]
+                t.mlflow_run_id = self.tracker.log_trial(t, self.param_names, self.defaults)
+                self.logged[tid] = t.mlflow_run_id
+                write_trials(self.out / "trials.parquet", list(self.trials.values()))
+        except Exception as exc:  # noqa: BLE001 - tracking trouble must not lose a trial (it is in trials.parquet)
+            log.warning("MLflow unreachable; %d trial(s) kept in trials.parquet only, logged when MLflow answers "
+                        "again: %s", len(self.untracked()), str(exc)[:300])
+            return False
+        return True
 
     def reconcile(self) -> None:
         """On resume: finished trials whose MLflow run is missing (or not yet linked) get it now."""
         for result in sorted(self.trials.values(), key=lambda t: t.number):
-            if result.mlflow_run_id is None or result.trial_id not in self.logged:
+            if result.trial_id in self.logged and result.mlflow_run_id != self.logged[result.trial_id]:
                 self._log(result)
+        self.replay()
 
 
 def _from_json(d: dict[str, Any]) -> TrialResult:
@@ -164,5 +186,6 @@ def run_search(study: Study, study_data: dict[str, Any], space: Space, out: Path
         finally:
             Interrupt.searching = False
     rejected = list(getattr(searcher, "rejected", []))
+    recorder.replay()  # MLflow back after an outage: the trials it missed are logged now
     return SearchRun(trials=sorted(recorder.trials.values(), key=lambda t: t.number), rejected=rejected,
-                     wall_s=time.monotonic() - t0)
+                     wall_s=time.monotonic() - t0, untracked=recorder.untracked())

@@ -9,6 +9,7 @@ relaunched, and each finished trial told with its SLA violations attached by `Tr
 
 from __future__ import annotations
 
+import copy
 import math
 import pickle
 from typing import Any
@@ -297,13 +298,27 @@ class ConstrainedSearcher(Searcher):
         self.core.tell(number, TrialReport.from_tune(result))  # no known outcome (the trainable raised): crashed
 
     def save(self, checkpoint_path: str) -> None:
+        """Tune writes this state to disk: the study in it carries no engine env values or tracking URI
+        credentials (the searcher never needs them; trials get the full study separately)."""
+        core = copy.copy(self.core)
+        core.study = secretless(self.core.study)
         with open(checkpoint_path, "wb") as f:
-            pickle.dump({"core": self.core, "numbers": self._numbers}, f)
+            pickle.dump({"core": core, "numbers": self._numbers}, f)
 
     def restore(self, checkpoint_path: str) -> None:
         with open(checkpoint_path, "rb") as f:
             state = pickle.load(f)
         self.core, self._numbers = state["core"], state["numbers"]
+
+
+def secretless(study: Study) -> Study:
+    """The study with every engine env value masked and the tracking URI without credentials."""
+    from tuner.tracking.credentials import strip_credentials
+
+    engines = {k: v.model_copy(update={"env": {n: "***" for n in v.env}}) for k, v in study.engines.items()}
+    tracking = study.tracking.model_copy(update={"mlflow_uri": strip_credentials(study.tracking.mlflow_uri)
+                                                 if study.tracking.mlflow_uri else None})
+    return study.model_copy(update={"engines": engines, "tracking": tracking})
 
 
 def make_searcher(study: Study, space: Space, warm: list[tuple[str, dict[str, Any]]] | None = None

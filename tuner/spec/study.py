@@ -205,7 +205,8 @@ class Study(Strict):
     def warnings(self) -> list[str]:
         """Valid but probably not meant (the study runs; the user is told)."""
         s, out = self.search, []
-        if s.algorithm in ("tpe", "nsga2") and s.n_startup_trials >= self.budget.trials:
+        if "n_startup_trials" in s.model_fields_set and s.algorithm in ("tpe", "nsga2") \
+                and s.n_startup_trials >= self.budget.trials:
             out.append(f"search.n_startup_trials {s.n_startup_trials} >= budget.trials {self.budget.trials}: every "
                        f"trial is a random start ({s.algorithm} never guides the search); set it below the trials")
         return out

@@ -153,13 +153,22 @@ class StudyTracker:
             self.client.log_param(self.parent_run_id, k, str(v)[:6000])
         self.client.log_text(self.parent_run_id, "\n".join(space_lines), "search_space.txt")
 
-    def logged_trials(self) -> dict[str, str]:
-        """trial_id -> child run id, for reconciling after a resume."""
+    def _trial_runs(self) -> list[Any]:
         assert self.parent_run_id
-        runs = self.client.search_runs(
+        return self.client.search_runs(
             [self.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{self.parent_run_id}'", max_results=5000,
         )
-        return {r.data.tags[TRIAL_TAG]: r.info.run_id for r in runs if TRIAL_TAG in r.data.tags}
+
+    def logged_trials(self) -> dict[str, str]:
+        """trial_id -> child run id of each completely logged trial (a run still RUNNING was cut off
+        half-written by an outage or a kill: see partial_trials)."""
+        return {r.data.tags[TRIAL_TAG]: r.info.run_id for r in self._trial_runs()
+                if TRIAL_TAG in r.data.tags and r.info.status != "RUNNING"}
+
+    def partial_trials(self) -> dict[str, str]:
+        """trial_id -> run id of trial runs left RUNNING (created, never finished)."""
+        return {r.data.tags[TRIAL_TAG]: r.info.run_id for r in self._trial_runs()
+                if TRIAL_TAG in r.data.tags and r.info.status == "RUNNING"}
 
     def log_trial(self, t: TrialResult, all_param_names: list[str], defaults: dict[str, Any]) -> str:
         """One child run per trial. Every trial logs the same param names (defaults filled) for compare views."""
