@@ -1,9 +1,11 @@
 """The driver itself is killed (SIGKILL) in the middle of a sim-server study that owns its local Ray:
-no engine process survives it, and `--resume` finishes the study without losing a finished trial;
+no engine process survives it, the next run (`--resume`) stops the Ray helpers the killed driver left and
+finishes the study without losing a finished trial;
 trials.parquet, the MLflow runs and the output folder stay consistent."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -16,7 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 from mlflow.tracking import MlflowClient
-from relhelp import RAY_ENV, fault_study_data, logged_pids, pids_running, wait_gone
+from relhelp import RAY_ENV, fault_study_data, logged_pids, pid_alive, pids_running, wait_gone
 
 from tests.conftest import ROOT, run_cli
 from tuner.engines.process import group_members
@@ -58,6 +60,8 @@ def test_killed_driver_leaves_no_engine_and_resume_loses_nothing(tmp_path: Path)
         engines = pids_running(tag)
         before = _rows(out)
         assert engines and before, "the kill must land while an engine is serving"
+        ray_pids = json.loads((out / "run.lock").read_text())["ray_pids"]  # the Ray helpers this driver started
+        assert ray_pids
         driver.send_signal(signal.SIGKILL)
         driver.wait()
         # The engine's reaper (or Ray tearing down the trial's worker) stops the engine's whole group.
@@ -65,13 +69,16 @@ def test_killed_driver_leaves_no_engine_and_resume_loses_nothing(tmp_path: Path)
     finally:
         if driver.poll() is None:
             driver.kill()
-        # What is left of the first driver's own Ray (its process group) is cleared before the resume.
-        left = wait_gone(group_members(driver.pid), timeout_s=20)
-        for pid in left:
-            os.kill(pid, signal.SIGKILL)
 
+    # The next run on the folder finds the dead holder's lock and stops the Ray helpers it left.
     proc = run_cli(*argv[3:], "--resume", timeout=500, env=RAY_ENV)
+    left = [p for p in ray_pids if pid_alive(p)]
+    for pid in group_members(driver.pid):  # never leave a leftover behind, even when the check fails
+        os.kill(pid, signal.SIGKILL)
     assert proc.returncode in (0, 3), proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert left == [], f"Ray helpers of the killed driver still alive after the next run: {left}"
+    assert f"the previous run on {out.resolve()} (pid {driver.pid}) ended without cleaning up" in proc.stderr
+    assert not (out / "run.lock").exists()
     after = _rows(out)
     for tid, row in before.items():  # no finished trial lost or changed
         assert tid in after and after[tid]["outcome"] == row["outcome"], tid

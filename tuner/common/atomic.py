@@ -2,25 +2,46 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
 
+from tuner.common.errors import DiskFullError
+
 
 def write_bytes(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    """Write atomically; a full disk is a DiskFullError naming the file and the bytes it needed (the
+    previous version of the file is left as it was)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    except OSError as exc:
+        _raise_if_full(exc, path, len(data))
+        raise
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            _raise_if_full(exc, path, len(data))
         raise
+
+
+def _raise_if_full(exc: OSError, path: Path, needed: int) -> None:
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        try:
+            free: int | None = shutil.disk_usage(path.parent if path.parent.exists() else "/").free
+        except OSError:
+            free = None
+        raise DiskFullError(path, needed, free) from None
 
 
 def write_text(path: Path, text: str) -> None:
@@ -32,15 +53,10 @@ def write_json(path: Path, obj: Any) -> None:
 
 
 def write_table(path: Path, table: Any) -> None:
-    """Write a pyarrow Table as Parquet atomically."""
+    """Write a pyarrow Table as Parquet atomically (made in memory first, so its size is known)."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    os.close(fd)
-    try:
-        pq.write_table(table, tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink)
+    write_bytes(path, sink.getvalue().to_pybytes())

@@ -31,3 +31,29 @@ class EngineStartError(ServetuneError):
     def __init__(self, outcome: TrialOutcome | str, reason: str) -> None:
         self.outcome, self.reason = TrialOutcome(outcome), reason
         super().__init__(f"{self.outcome.value}: {reason}")
+
+
+class DiskFullError(ServetuneError):
+    """The output folder's file system is full: which file, how many bytes it needed, how many were free."""
+
+    def __init__(self, path: object, needed: int | None, free: int | None) -> None:
+        self.path, self.needed, self.free = path, needed, free
+        need = f"{needed:,} bytes needed" if needed is not None else "more space needed"
+        have = f", {free:,} free" if free is not None else ""
+        super().__init__(f"no space left to write {path} ({need}{have})")
+
+
+def disk_full_in(exc: BaseException | None) -> DiskFullError | None:
+    """The DiskFullError (or a bare ENOSPC/EDQUOT OSError, as one) behind an exception, through wrappers
+    such as Ray Tune's TuneError."""
+    import errno
+
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, DiskFullError):
+            return exc
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            return DiskFullError(exc.filename or "the output folder", None, None)
+        exc = exc.__cause__ or exc.__context__
+    return None

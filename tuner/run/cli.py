@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tuner.common.errors import SpecError
+from tuner.common.errors import SpecError, disk_full_in
 from tuner.spec.load import load_yaml, validate
 from tuner.spec.study import Study
 
@@ -98,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     from tuner.run.signals import EXIT_INTERRUPTED, Interrupt
 
     lock: OutputLock | None = None
+    out = Path("runs")
     Interrupt.reset()
     try:
         study, data, path = load(args)
@@ -144,6 +145,11 @@ def main(argv: list[str] | None = None) -> int:
               "Run the same command again (with --resume if trials had finished)", file=sys.stderr)
         return EXIT_INTERRUPTED
     except Exception as exc:
+        full = disk_full_in(exc)
+        if full is not None:  # one message, not the chained tracebacks of every layer that could not write
+            print(f"error: disk full: {full} | finished trials are kept in {out / 'trials.parquet'}; free space "
+                  "there, then continue with --resume", file=sys.stderr)
+            return EXIT_ERROR
         log.exception("study failed")
         print(f"error: study failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         return EXIT_ERROR

@@ -25,6 +25,7 @@ class Interrupt:
 
     signum: int | None = None
     searching = False
+    failure: BaseException | None = None  # a fault that ends the search early (a full disk), raised after it
 
     @classmethod
     def install(cls) -> None:
@@ -36,7 +37,7 @@ class Interrupt:
 
     @classmethod
     def reset(cls) -> None:
-        cls.signum, cls.searching = None, False
+        cls.signum, cls.searching, cls.failure = None, False, None
 
     @classmethod
     def _handle(cls, signum: int, frame: Any) -> None:
@@ -60,7 +61,7 @@ class InterruptStopper(tune.Stopper):
         return False
 
     def stop_all(self) -> bool:
-        return Interrupt.signum is not None
+        return Interrupt.signum is not None or Interrupt.failure is not None
 
     def __getstate__(self) -> dict[str, Any]:
         return {}

@@ -17,6 +17,7 @@ from typing import Any
 import ray
 from ray import tune
 
+from tuner.common.errors import DiskFullError
 from tuner.run.outputs import read_trials, write_trials
 from tuner.run.signals import Interrupt, InterruptStopper
 from tuner.search.ask_tell import Suggestion
@@ -80,8 +81,16 @@ class _Recorder(tune.Callback):
         logs to MLflow (`reconcile`), never an MLflow run for a trial that resume would run again."""
         if result.trial_id in self.trials:
             return
+        if Interrupt.failure is not None:
+            return  # the search is ending on a fault; nothing more is written
         self.trials[result.trial_id] = result
-        write_trials(self.out / "trials.parquet", list(self.trials.values()))
+        try:
+            write_trials(self.out / "trials.parquet", list(self.trials.values()))
+        except DiskFullError as exc:  # stop the search; the trials written before stay in trials.parquet
+            del self.trials[result.trial_id]
+            Interrupt.failure = exc
+            logging.getLogger("ray.tune").setLevel(logging.CRITICAL)  # its own state writes fail the same way
+            return
         self._log(result)
         self.progress.trial_finished(result)
 
@@ -185,6 +194,8 @@ def run_search(study: Study, study_data: dict[str, Any], space: Space, out: Path
             tuner.fit()
         finally:
             Interrupt.searching = False
+        if Interrupt.failure is not None:
+            raise Interrupt.failure
     rejected = list(getattr(searcher, "rejected", []))
     recorder.replay()  # MLflow back after an outage: the trials it missed are logged now
     return SearchRun(trials=sorted(recorder.trials.values(), key=lambda t: t.number), rejected=rejected,
