@@ -199,3 +199,11 @@ def test_redaction_masks_tokens_keys_and_uri_credentials() -> None:
     assert masked["tracking"]["mlflow_uri"] == "https://alice:***@mlflow.example.com"
     assert masked["argv"][-2:] == ["--max-num-seqs", "64"]
     assert redact_text(f"postgresql://bob:{PW}@db:5432/mlflow") == "postgresql://bob:***@db:5432/mlflow"
+
+
+def test_the_working_directory_is_not_a_secret(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """PWD ends in a secret word ("pwd") but holds a path: output paths must print as they are."""
+    monkeypatch.setenv("PWD", str(tmp_path))
+    monkeypatch.setenv("DB_PASSWORD", "hunter2-secret")
+    uri = f"sqlite:///{tmp_path}/mlflow.db password=hunter2-secret"
+    assert redact_text(uri) == f"sqlite:///{tmp_path}/mlflow.db password=***"

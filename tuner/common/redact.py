@@ -25,6 +25,8 @@ _TOKEN_VALUE = re.compile(r"\b(hf_[A-Za-z0-9]{8,}|sk-[A-Za-z0-9_-]{8,}|ghp_[A-Za
                           r"|AKIA[0-9A-Z]{12,})\b")
 _BEARER = re.compile(r"(?P<head>\b(?:Bearer|Basic)\s+)[A-Za-z0-9._~+/=-]{8,}")
 _MIN_ENV_SECRET = 6  # shorter env values ("1", "true") are not worth masking and would mangle text
+# Shell variables whose names end in a secret word but hold paths (the working directory).
+_NOT_SECRET_ENV = frozenset({"PWD", "OLDPWD"})
 
 
 def is_secret_key(key: str) -> bool:
@@ -38,7 +40,8 @@ def is_secret_key(key: str) -> bool:
 def env_secrets(environ: dict[str, str] | None = None) -> list[str]:
     """Values of environment variables whose names hold a secret, longest first."""
     env = os.environ if environ is None else environ
-    vals = {v for k, v in env.items() if is_secret_key(k) and len(v) >= _MIN_ENV_SECRET}
+    vals = {v for k, v in env.items()
+            if k not in _NOT_SECRET_ENV and is_secret_key(k) and len(v) >= _MIN_ENV_SECRET}
     return sorted(vals, key=len, reverse=True)
 
 
