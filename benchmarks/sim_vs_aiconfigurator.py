@@ -109,8 +109,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--aic-python", default=os.environ.get("AIC_PYTHON", "/tmp/simtails/aic/bin/python"),
                     help="Python of a venv with `pip install aiconfigurator` (env AIC_PYTHON)")
-    ap.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "servetune-aic-estimates.jsonl",
-                    help="AIConfigurator estimates, kept between runs (JSON lines)")
+    ap.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "servetune-aic-qwen3-8b-h200.jsonl",
+                    help="AIConfigurator estimates for this model and GPU, kept between runs (JSON lines)")
     a = ap.parse_args()
     points = list(ALL_POINTS)
     why = run_aic(a.aic_python, points, a.cache)
