@@ -28,26 +28,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tuner.sim.reference import ALL_POINTS, FIT_SET, METRICS, RefPoint, errors_pct, measured, simulate
+from tuner.sim.reference import ALL_POINTS, METRICS, RefPoint, errors_pct, measured, simulate, split_of
 
 SHORT = {"output_throughput": "tok/s", "p50_ttft_ms": "TTFT50", "p99_ttft_ms": "TTFT99",
          "p50_tpot_ms": "TPOT50", "p99_tpot_ms": "TPOT99", "p50_itl_ms": "ITL50", "p99_itl_ms": "ITL99"}
 SLA = {"p99_ttft_ms": 2000.0, "p99_tpot_ms": 50.0}
 NEAR = 0.03  # a measured figure this close to its limit: the verdict is a coin toss, not counted
-
-
-def split_of(p: RefPoint) -> str:
-    """Why a point is held out (or 'fit' / 'repeat' when it is not)."""
-    if p.name in FIT_SET:
-        return "fit"
-    fitted = [q for q in ALL_POINTS if q.name in FIT_SET]
-    if all(q.shape != p.shape for q in fitted):
-        return "shape"
-    key = p.config_key()
-    same = [q for q in fitted if q.config_key() == key and q.shape == p.shape]
-    if not same:
-        return "args"
-    return "repeat" if any(q.rate == p.rate for q in same) else "rate"
 
 
 def short_name(p: RefPoint) -> str:

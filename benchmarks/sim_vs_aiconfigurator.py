@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tuner.sim.catalog import ModelShape, get_shape
 from tuner.sim.engine import SimulatedEngine
-from tuner.sim.reference import ALL_POINTS, FIT_SET, RefPoint, errors_pct, measured, simulate
+from tuner.sim.reference import ALL_POINTS, RefPoint, errors_pct, measured, simulate, split_of
 
 HERE = Path(__file__).resolve().parent
 GRID_BS = (8, 16, 32, 48, 64, 96, 128, 192, 256, 320)
@@ -127,8 +127,10 @@ def main() -> None:
         print(f"AIConfigurator: UNAVAILABLE ({why}); install it in its own venv "
               "(python -m venv V && V/bin/pip install aiconfigurator) and pass --aic-python V/bin/python")
     errs: dict[str, dict[str, list[float]]] = {"sim": {m: [] for m in COMPARED}, "aic": {m: [] for m in COMPARED}}
-    width = max(len(p.name) for p in points)
-    print(f"{'point':{width}s} {'fit':3s} " + " ".join(f"{SHORT[m] + ' real/sim/aic':>31s}" for m in COMPARED))
+    names = {p.name: p.name.replace("max_num_batched_tokens", "mbt").replace("max_num_seqs", "mns")
+             .replace("h200-servetune", "st") for p in points}
+    width = max(len(n) for n in names.values())
+    print(f"{'point':{width}s} {'split':6s} " + " ".join(f"{SHORT[m] + ' real/sim/aic':>31s}" for m in COMPARED))
     for p in points:
         real, sim = measured(p), simulate(p)
         e_sim = errors_pct(sim, real)
@@ -142,19 +144,20 @@ def main() -> None:
                 cells.append(f"{real[m]:7.1f}/{sim[m]:7.1f}/{aic[m]:7.1f} {e_sim[m]:3.0f}%/{e_aic:3.0f}%")
             else:
                 cells.append(f"{real[m]:7.1f}/{sim[m]:7.1f}/    n/a {e_sim[m]:3.0f}%/ n/a")
-        print(f"{p.name:{width}s} {'fit' if p.name in FIT_SET else '':3s} " + " ".join(cells))
-    print("median absolute error % over all points (sim: fitted on FIT_SET; AIConfigurator: not fitted here)")
+        print(f"{names[p.name]:{width}s} {split_of(p):6s} " + " ".join(cells))
+    print("median absolute error % over all points (sim: fitted on FIT_SET; AIConfigurator: its own database, "
+          "not fitted to these runs)")
     for m in COMPARED:
         s = statistics.median(errs["sim"][m])
         a_vals = errs["aic"][m]
         a_txt = f"{statistics.median(a_vals):.1f}" if a_vals else "n/a"
         print(f"  {SHORT[m]:7s} sim={s:.1f} aiconfigurator={a_txt}")
-    held = [i for i, p in enumerate(points) if p.name not in FIT_SET]
+    held = [i for i, p in enumerate(points) if split_of(p) in ("args", "shape")]
     for m in COMPARED:
         s = statistics.median([errs["sim"][m][i] for i in held])
         a_vals = errs["aic"][m]
         a_txt = f"{statistics.median([a_vals[i] for i in held]):.1f}" if a_vals else "n/a"
-        print(f"  held-out {SHORT[m]:7s} sim={s:.1f} aiconfigurator={a_txt} ({len(held)} points)")
+        print(f"  held-out (args) {SHORT[m]:7s} sim={s:.1f} aiconfigurator={a_txt} ({len(held)} points)")
     if why is not None:
         sys.exit(3)
     if not all(math.isfinite(v) for v in errs["aic"]["p50_tpot_ms"]):

@@ -92,6 +92,21 @@ FIT_SET = (
 )
 
 
+def split_of(p: RefPoint) -> str:
+    """Why a point is held out: 'args' (its resolved engine config is in no fit point), 'rate' (fitted, never
+    at this rate), 'shape' (its model shape is in no fit point); or 'fit' / 'repeat' (same config and rate
+    fitted, e.g. a re-run) when it is not."""
+    if p.name in FIT_SET:
+        return "fit"
+    fitted = [q for q in ALL_POINTS if q.name in FIT_SET]
+    if all(q.shape != p.shape for q in fitted):
+        return "shape"
+    same = [q for q in fitted if q.config_key() == p.config_key() and q.shape == p.shape]
+    if not same:
+        return "args"
+    return "repeat" if any(q.rate == p.rate for q in same) else "rate"
+
+
 def measured(point: RefPoint, root: Path = REF_ROOT) -> dict[str, float]:
     data = json.loads((root / point.set_name / point.file).read_text())
     return {m: float(data[m]) for m in METRICS}
