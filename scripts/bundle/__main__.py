@@ -109,9 +109,16 @@ def main(argv: list[str] | None = None) -> int:
     work = a.wheel_cache / "build"
     work.mkdir(parents=True, exist_ok=True)
     site = work / "site"
-    pack.unpack(sorted(got.values()), site, a.python_version)
-    raw = pack.tree_size(site)
-    removed = trims.apply(site, a.trim)
+    key = {"wheels": sorted(p.name for p in got.values()), "trim": a.trim}
+    marker = site / ".bundle-tree.json"
+    old = json.loads(marker.read_text()) if marker.is_file() else {}
+    if old.get("key") == key:  # the same wheels and trims: re-compress or re-cut without unpacking again
+        raw, removed = old["raw"], [tuple(r) for r in old["removed"]]
+    else:
+        pack.unpack(sorted(got.values()), site, a.python_version)
+        raw = pack.tree_size(site)
+        removed = trims.apply(site, a.trim)
+        marker.write_text(json.dumps({"key": key, "raw": raw, "removed": removed}))
     tarball = work / "site.tar.xz"
     pack.compress(site, tarball, a.xz_level)
     parts = pack.split(tarball, a.out, chunk)

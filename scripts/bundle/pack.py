@@ -48,7 +48,7 @@ def tree_size(site: Path) -> int:
 def compress(site: Path, tarball: Path, level: str) -> None:
     """tar | xz; sorted names so the same tree gives the same tarball."""
     with tarball.open("wb") as out:
-        tar = subprocess.Popen(["tar", "--sort=name", "--owner=0", "--group=0", "--numeric-owner",
+        tar = subprocess.Popen(["tar", "--sort=name", "--exclude=./.bundle-tree.json", "--owner=0", "--group=0", "--numeric-owner",
                                 "--mtime=@0", "-C", str(site), "-cf", "-", "."], stdout=subprocess.PIPE)
         xz = subprocess.run(["xz", f"-{level}", "-T0", "-c"], stdin=tar.stdout, stdout=out, check=True)
         tar.stdout.close()
