@@ -60,7 +60,7 @@ def test_sla_violations_are_attached_as_optuna_constraints() -> None:
         cfg = core.ask()
         assert cfg is not None
         core.tell(cfg.number, res)
-    launched = [t for t in core.optuna.trials if "rejected" not in t.user_attrs]
+    launched = [t for t in core.optuna.trials if "servetune.number" in t.user_attrs]
     ok, bad, oom, hung = launched[:4]
     assert ok.state == optuna.trial.TrialState.COMPLETE and ok.value == 900.0
     assert ok.constraints == {"sla.p99_ttft_ms": -0.2, "sla.p99_e2el_ms": -0.5}

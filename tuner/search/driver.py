@@ -1,8 +1,8 @@
 """The study driver: Ray Tune + the constrained Optuna searcher, results streamed to disk and MLflow.
 
 Finished trials are written to trials.parquet and MLflow as each completes, so a killed driver
-loses nothing finished; `resume` replays the finished trials into the searcher, runs the rest as a new
-Tune experiment and reconciles MLflow runs.
+loses nothing finished; the Optuna study lives in the output folder's optuna.db, and `resume` continues
+from it (tuner.search.resume), runs the rest as a new Tune experiment and reconciles MLflow runs.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from tuner.common.errors import DiskFullError
 from tuner.run.outputs import read_trials, write_trials
 from tuner.run.signals import Interrupt, InterruptStopper
 from tuner.search.ask_tell import Suggestion
+from tuner.search.resume import open_storage
 from tuner.search.space import Space
 from tuner.search.trainable import trainable
 from tuner.spec.study import Study
@@ -62,6 +63,12 @@ class _Recorder(tune.Callback):
         cfg = Suggestion.from_config(trial.config)
         self.progress.trial_started(trial.trial_id, cfg.engine, cfg.params)
 
+    def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info: Any) -> None:
+        """The trial's one report: recorded here, before Tune tells the searcher (and so Optuna) of it,
+        so a driver stopped in between leaves a trial that Optuna still shows RUNNING (told on resume)."""
+        if "trial_json" in result:
+            self._record(_from_json(json.loads(result["trial_json"])))
+
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         res = trial.last_result or {}
         if "trial_json" in res:
@@ -75,6 +82,9 @@ class _Recorder(tune.Callback):
             reason=f"trial actor failed: {str(getattr(trial, 'error_msg', '') or 'see Tune logs')[:300]}",
             baseline=cfg.baseline,
         ))
+
+    def record(self, result: TrialResult) -> None:
+        self._record(result)
 
     def _record(self, result: TrialResult) -> None:
         """trials.parquet first, then MLflow: a driver killed in between leaves a trial that resume
@@ -166,15 +176,17 @@ def run_search(study: Study, study_data: dict[str, Any], space: Space, out: Path
     fn = tune.with_parameters(trainable, study_data=study_data, output_dir=str(out), base_dir=str(base_dir))
     fn = tune.with_resources(fn, res)
     storage = str((out / "tune").resolve())
-    searcher = make_searcher(study, space, warm_configs(study))
+    searcher = make_searcher(study, space, warm_configs(study),
+                             storage=open_storage(out, study.name, fresh=not resume))
     name, remaining = "search", trials
-    if known and hasattr(progress, "restore"):
-        progress.restore(list(known.values()))
-    if resume and known:
-        # trials.parquet is the record of what finished (Tune saves its experiment state only every few
-        # seconds, so it can lag): replay those trials into the searcher, run the rest as a new experiment.
-        searcher.core.replay(list(known.values()))
-        name, remaining = f"search-resume-{len(known)}", trials - len(known)
+    if resume:
+        # Optuna's storage holds the search; trials.parquet the record of what finished (Tune saves its
+        # experiment state only every few seconds, so it can lag): line them up, run the rest as a new experiment.
+        for result in searcher.core.resume(list(known.values())):
+            recorder.record(result)
+        name, remaining = f"search-resume-{len(recorder.trials)}", trials - len(recorder.trials)
+    if recorder.trials and hasattr(progress, "restore"):
+        progress.restore(list(recorder.trials.values()))
     if remaining > 0:
         run_config = tune.RunConfig(
             name=name, storage_path=storage, callbacks=[recorder], verbose=0, stop=InterruptStopper(),

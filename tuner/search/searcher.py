@@ -5,13 +5,20 @@ rejected before launch, configs the feasibility model predicts cannot run skippe
 relaunched, and each finished trial told with its SLA violations attached by `Trial.set_constraint`
 (Optuna 5; Ray Tune's OptunaSearch passes objective values only, hence our own Searcher).
 `ConstrainedSearcher` is the thin Ray Tune face over it; `make_searcher` builds both from a study.
+
+The Optuna study lives in the output folder's `optuna.db` (Optuna's own RDB storage), so
+optuna-dashboard and Optuna's plots read it, and `--resume` continues from it (tuner.search.resume).
+Each launched trial carries `servetune.*` user attributes (number, engine, args, Tune trial id,
+outcome) that tie it to its row in trials.parquet and its MLflow run.
 """
 
 from __future__ import annotations
 
 import copy
+import json
 import math
 import pickle
+from dataclasses import replace
 from typing import Any
 
 import optuna
@@ -26,9 +33,22 @@ from tuner.trial.outcome import TrialOutcome
 _SWITCH_TO_RANDOM_AFTER = 20  # skipped samples in a row before a random fallback draws the next one
 
 
-def make_sampler(study: Study, space: Space) -> optuna.samplers.BaseSampler:
-    """The study's sampler, seeded by the study seed (TPE with constant liar for parallel trials)."""
-    algo, seed = study.search.algorithm, study.seed
+# User attributes on Optuna trials (JSON values), read back on resume.
+A_NUMBER, A_ENGINE, A_ARGS, A_PARAMS, A_BASELINE, A_NOTES = (
+    "servetune.number", "servetune.engine", "servetune.args", "servetune.params", "servetune.baseline",
+    "servetune.notes")
+A_TRIAL_ID, A_OUTCOME, A_REASON, A_CAPACITY = (
+    "servetune.trial_id", "servetune.outcome", "servetune.reason", "servetune.capacity")
+A_INTERRUPTED, A_REJECTED, A_DUPLICATE = "servetune.interrupted", "servetune.rejected", "servetune.duplicate_of"
+
+
+def make_sampler(study: Study, space: Space, offset: int = 0) -> optuna.samplers.BaseSampler:
+    """The study's sampler, seeded by the study seed (TPE with constant liar for parallel trials).
+
+    `offset` (the trials already in a resumed study) moves the seed, so a resumed study's random
+    draws do not replay the first run's (they would only be skipped as duplicates).
+    """
+    algo, seed = study.search.algorithm, study.seed + offset
     if algo == "tpe":
         # Independent (univariate) TPE: on the default study's plateaus (capacity is quantised by the
         # load grid) multivariate TPE locked onto a flat region in 2 of 10 seeds, independent TPE in none
@@ -46,12 +66,16 @@ class SearchCore:
     """Ask/tell over an Optuna study with baseline, constraints, feasibility learning and dedup."""
 
     def __init__(self, study: Study, space: Space, *, sampler: optuna.samplers.BaseSampler | None = None,
-                 max_resample: int = 200, grid_points: int = 3) -> None:
+                 storage: optuna.storages.BaseStorage | str | None = None, max_resample: int = 200,
+                 grid_points: int = 3) -> None:
         self.study, self.space = study, space
         self.multi = study.objective.mode == "multi"
         directions = ["maximize", "minimize"] if self.multi else ["maximize"]
         optuna.logging.set_verbosity(optuna.logging.WARNING)
-        self.optuna = optuna.create_study(directions=directions, sampler=sampler or make_sampler(study, space))
+        self.optuna = optuna.create_study(study_name=study.name, storage=storage, load_if_exists=True,
+                                          directions=directions, sampler=sampler or make_sampler(study, space))
+        if sampler is None and (n := len(self.optuna.get_trials(deepcopy=False))):
+            self.optuna.sampler = make_sampler(study, space, offset=n)
         self._random = optuna.samplers.RandomSampler(seed=study.seed + 1)
         self.max_resample = max_resample
         self.feasibility = (FeasibilityModel(space.engines, seed=study.seed)
@@ -76,31 +100,14 @@ class SearchCore:
                 fixed["engine"] = engine
             self._warm.append(fixed)
 
-    def replay(self, done: list[Any]) -> None:
-        """Re-tell trials a previous driver finished (TrialResults from trials.parquet), in number order.
+    def resume(self, done: list[Any]) -> list[Any]:
+        """Continue from the Optuna storage after a stopped driver; returns trials only Optuna recorded.
 
-        A resumed study then samples after them: their configs count as launched (never relaunched),
-        Optuna and the feasibility model learn from them, and numbering continues after the highest.
+        `done` are the TrialResults of trials.parquet. See tuner.search.resume for the rules.
         """
-        for t in sorted(done, key=lambda t: t.number):
-            self._next = t.number
-            if t.baseline and t.engine in self._baselines:
-                self._baselines.remove(t.engine)
-                cfg = self._baseline(t.engine)
-            else:
-                fixed = {f"{t.engine}.{k}": v for k, v in t.params.items()}
-                if self.space.joint:
-                    fixed["engine"] = t.engine
-                trial: optuna.Trial | None = None
-                if fixed:
-                    self.optuna.enqueue_trial(fixed, user_attrs={"replayed": True}, skip_if_exists=False)
-                    trial = self._ask_trial(False)
-                    self.space.sample(trial)
-                cfg = self._launch(trial, t.engine, dict(t.params), dict(t.args), list(t.notes),
-                                   baseline=t.baseline)
-            self.tell(cfg.number, TrialReport.of(self.study, t))
-        if done:
-            self._next = max(t.number for t in done) + 1
+        from tuner.search.resume import resume_core
+
+        return resume_core(self, done)
 
     # ---------------------------------------------------------------- ask
 
@@ -151,40 +158,65 @@ class SearchCore:
         twin = self._running.get(key, self._done.get(key))
         if twin is not None:
             self.duplicates += 1
+            trial.set_user_attr(A_DUPLICATE, twin)
             self.optuna.tell(trial, state=optuna.trial.TrialState.FAIL)
             return None
         return self._launch(trial, engine, values, args, notes, baseline=False)
 
     def _skip(self, trial: optuna.Trial, engine: str, values: dict[str, Any], reason: str) -> None:
-        trial.set_user_attr("rejected", reason)
+        trial.set_user_attr(A_REJECTED, reason)
+        trial.set_user_attr(A_ENGINE, engine)
         self.optuna.tell(trial, state=optuna.trial.TrialState.FAIL)
         self.rejected.append({"engine": engine, "params": dict(values), "reason": reason})
         return None
 
     def _baseline(self, engine: str) -> Suggestion:
-        """The engine's defaults, launched with no searched flag; told to Optuna when defaults are known."""
+        """The engine's defaults, launched with no searched flag, as an Optuna trial holding the defaults
+        the space knows (a knob whose default the engine picks, e.g. SGLang's max_running_requests, is
+        left out of that trial's params rather than given a made-up value)."""
+        return self._launch(self.baseline_trial(engine), engine, {}, dict(self.space.engines[engine].fixed), [],
+                            baseline=True)
+
+    def baseline_trial(self, engine: str) -> optuna.Trial:
         sp = self.space.engines[engine]
-        trial: optuna.Trial | None = None
-        defaults = {k: v for k, v in sp.defaults().items() if sp.active(k, sp.defaults())}
-        if set(defaults) == {k for k in sp.params if sp.active(k, defaults)} and _in_range(sp, defaults):
-            fixed = {f"{engine}.{k}": v for k, v in defaults.items()}
-            if self.space.joint:
-                fixed["engine"] = engine
-            self.optuna.enqueue_trial(fixed, user_attrs={"baseline": True}, skip_if_exists=False)
-            trial, _, _ = self._sample(False)
-        return self._launch(trial, engine, {}, dict(sp.fixed), [], baseline=True)
+        known = {k: v for k, v in sp.defaults().items() if sp.active(k, sp.defaults()) and _in_range(sp, {k: v})}
+        return self.fixed_trial(engine, known)
+
+    def fixed_trial(self, engine: str, values: dict[str, Any]) -> optuna.Trial:
+        """An Optuna trial whose params are exactly `values` (enqueued, then suggested one by one)."""
+        fixed = {f"{engine}.{k}": v for k, v in values.items()}
+        if self.space.joint:
+            fixed["engine"] = engine
+        self.optuna.enqueue_trial(fixed, skip_if_exists=False)
+        trial = self.optuna.ask()
+        if self.space.joint:
+            trial.suggest_categorical("engine", list(self.space.engines))
+        sp = self.space.engines[engine]
+        replace(sp, params={k: p for k, p in sp.params.items() if k in values}).sample(trial, f"{engine}.")
+        return trial
 
     def _launch(self, trial: optuna.Trial | None, engine: str, params: dict[str, Any], args: dict[str, Any],
-                notes: list[str], *, baseline: bool) -> Suggestion:
-        number = self._next
-        self._next += 1
+                notes: list[str], *, baseline: bool, number: int | None = None) -> Suggestion:
+        if number is None:
+            number = self._next
+            self._next += 1
         cfg = Suggestion(number=number, engine=engine, params=dict(params), args=args, notes=list(notes),
                          baseline=baseline, incumbent=self.incumbent(),
                          incumbent_capacity=(self.best() or {}).get("capacity"))
         self._configs[number] = cfg
         self._trials[number] = trial
         self._running[self._key(engine, args)] = number
+        if trial is not None:
+            for k, v in ((A_NUMBER, number), (A_ENGINE, engine), (A_PARAMS, params), (A_ARGS, args),
+                         (A_BASELINE, baseline), (A_NOTES, list(notes))):
+                trial.set_user_attr(k, json.loads(json.dumps(v, default=str)))
         return cfg
+
+    def bind(self, number: int, trial_id: str) -> None:
+        """Record which Tune trial runs this config (the id trials.parquet and MLflow know it by)."""
+        trial = self._trials.get(number)
+        if trial is not None:
+            trial.set_user_attr(A_TRIAL_ID, trial_id)
 
     def _key(self, engine: str, args: dict[str, Any]) -> tuple[str, str]:
         return config_key(engine, {**self.space.engines[engine].defaults(), **args})
@@ -204,8 +236,10 @@ class SearchCore:
         values = self._values(result)
         constraints = self._constraints(result)
         if trial is not None:
+            trial.set_user_attr(A_OUTCOME, outcome.value)
+            trial.set_user_attr(A_REASON, result.reason[:2000])
+            trial.set_user_attr(A_CAPACITY, _num(result.capacity))
             if values is None:
-                trial.set_user_attr("outcome", outcome.value)
                 self.optuna.tell(trial, state=optuna.trial.TrialState.FAIL)
             else:
                 for name, v in constraints.items():
@@ -289,6 +323,7 @@ class ConstrainedSearcher(Searcher):
         if cfg is None:
             return Searcher.FINISHED
         self._numbers[trial_id] = cfg.number
+        self.core.bind(cfg.number, trial_id)
         return cfg.to_config()
 
     def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
@@ -321,11 +356,11 @@ def secretless(study: Study) -> Study:
     return study.model_copy(update={"engines": engines, "tracking": tracking})
 
 
-def make_searcher(study: Study, space: Space, warm: list[tuple[str, dict[str, Any]]] | None = None
-                  ) -> ConstrainedSearcher:
+def make_searcher(study: Study, space: Space, warm: list[tuple[str, dict[str, Any]]] | None = None,
+                  storage: optuna.storages.BaseStorage | str | None = None) -> ConstrainedSearcher:
     """The study's searcher for Ray Tune (algorithm, seed, baseline, constraints from the study);
     `warm` configs (engine, params) are launched first after the baseline (see tuner.search.prescreen)."""
-    core = SearchCore(study, space)
+    core = SearchCore(study, space, storage=storage)
     if warm:
         core.warm_start(warm)
     return ConstrainedSearcher(core)
