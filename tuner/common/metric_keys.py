@@ -57,6 +57,18 @@ def split_latency(key: str) -> tuple[str, str] | None:
     return (m.group(1), m.group(2)) if m else None
 
 
+_LOWER_IS_BETTER = frozenset({ERROR_RATE, "failed", DURATION})
+
+
+def natural_direction(key: str) -> str:
+    """"minimize" for latencies, their jitter, errors and failures; "maximize" for rates and counts of
+    work done. A key's direction is a property of what it measures, never a user's choice."""
+    base = key.removeprefix("class.").partition(".")[2] if key.startswith("class.") else key
+    if split_latency(base) or base.startswith("jitter_") or base in _LOWER_IS_BETTER:
+        return "minimize"
+    return "maximize"
+
+
 def is_summary_key(key: str) -> bool:
     """A key tuner.load.metrics.summarize produces: e.g. ``p99_ttft_ms`` or ``class.chat.request_goodput``."""
     if key.startswith("class."):
