@@ -40,7 +40,7 @@ def make_study(name: str = "promo", **changes: Any) -> Study:
 
 def make_trial(number: int, objective: float | None, ttft_p99: float, *, max_num_seqs: int = 64,
                outcome: TrialOutcome = TrialOutcome.OK, capacity: float | None = 8.0, seed: int = 0,
-               run_id: str | None = None, e2e_p99: float = 9000.0) -> TrialResult:
+               run_id: str | None = None, e2e_p99: float = 9000.0, baseline: bool = False) -> TrialResult:
     ok = outcome == TrialOutcome.OK
     metrics = {"output_throughput": objective, "p99_ttft_ms": ttft_p99, "p99_e2el_ms": e2e_p99,
                "mean_e2el_ms": 4000.0, "error_rate": 0.0} if objective is not None else {}
@@ -49,7 +49,7 @@ def make_trial(number: int, objective: float | None, ttft_p99: float, *, max_num
         params={"max_num_seqs": max_num_seqs}, args={"max_num_seqs": max_num_seqs, "block_size": 16},
         outcome=outcome, reason="" if ok else "engine said no", capacity=capacity if ok else None,
         objective=objective if ok else None, metrics=metrics if ok or outcome.ran else {},
-        seed=seed, mlflow_run_id=run_id,
+        seed=seed, mlflow_run_id=run_id, baseline=baseline,
     )
 
 
@@ -58,7 +58,7 @@ def rerun(trial: TrialResult, seed: int, objective: float | None, *, ttft_p99: f
     """What a confirmation run returns: the same args, another seed, its own measurements."""
     again = make_trial(trial.number, objective, ttft_p99 if ttft_p99 is not None else trial.metrics["p99_ttft_ms"],
                        max_num_seqs=trial.args["max_num_seqs"], outcome=outcome, seed=seed,
-                       capacity=(trial.capacity or 1.0) * 0.9)
+                       capacity=(trial.capacity or 1.0) * 0.9, baseline=trial.baseline)
     return again
 
 

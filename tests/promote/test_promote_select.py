@@ -96,3 +96,50 @@ def test_a_confirmation_that_raises_drops_the_candidate() -> None:
 
     sel = select(study, [make_trial(0, 3000, 300)], confirm)
     assert sel.winner is None and "engine would not start" in sel.reason
+
+
+def _confirm_with(figures: dict[str, list[float]], seen: list[tuple[str, int]]):
+    """Confirmation runs returning, per trial id, the given objectives in seed order."""
+    def confirm(trial, seed):
+        seen.append((trial.trial_id, seed))
+        return rerun(trial, seed, figures[trial.trial_id][sum(1 for t, _ in seen if t == trial.trial_id) - 1])
+    return confirm
+
+
+def test_defaults_win_when_the_tuned_config_is_worse_once_confirmed() -> None:
+    """The reported case: a tuned trial that looked better once but is 0.87x the defaults when confirmed."""
+    study = make_study()
+    base = make_trial(0, 1000, 300, baseline=True)
+    tuned = make_trial(1, 1100, 250, max_num_seqs=256)
+    seen: list[tuple[str, int]] = []
+    sel = select(study, [base, tuned], _confirm_with({"t000": [990, 1000], "t001": [870, 1090]}, seen))
+    seeds = confirmation_seeds(study, study.promotion.confirm_runs)
+    assert sorted(seen) == sorted((t, s) for t in ("t000", "t001") for s in seeds), "same seeds for the defaults"
+    assert sel.defaults_won and sel.winner is not None and sel.winner.trial.baseline
+    assert "defaults win" in sel.reason and "promoting the defaults" in sel.reason
+    assert sel.gain == pytest.approx(1.0)
+
+    nothing = select(make_study(promotion={"confirm_runs": 2, "top_k": 2, "when_defaults_win": "nothing"}),
+                     [base, tuned], _confirm_with({"t000": [990, 1000], "t001": [870, 1090]}, []))
+    assert nothing.defaults_won and nothing.winner is None and "nothing promoted" in nothing.reason
+
+
+def test_a_win_inside_the_run_to_run_noise_is_no_win() -> None:
+    study = make_study()
+    base = make_trial(0, 1000, 300, baseline=True)
+    tuned = make_trial(1, 1000, 250, max_num_seqs=256)
+    # The defaults swing 10% between seeds; the tuned config's worst (980) beats their worst (900) by 8.9%.
+    sel = select(study, [base, tuned], _confirm_with({"t000": [900, 1000], "t001": [980, 985]}, []))
+    assert sel.noise == pytest.approx(0.1)
+    assert sel.defaults_won and sel.winner is not None and sel.winner.trial.trial_id == "t000"
+    assert "noise 10.0%" in sel.reason
+
+
+def test_a_tuned_config_beating_the_confirmed_defaults_by_more_than_noise_wins() -> None:
+    study = make_study()
+    base = make_trial(0, 1000, 300, baseline=True)
+    tuned = make_trial(1, 1500, 250, max_num_seqs=256)
+    sel = select(study, [base, tuned], _confirm_with({"t000": [990, 1000], "t001": [1480, 1490]}, []))
+    assert not sel.defaults_won and sel.winner is not None and sel.winner.trial.trial_id == "t001"
+    assert sel.gain == pytest.approx(1480 / 990)
+    assert "the defaults' confirmed 990" in sel.reason

@@ -29,7 +29,8 @@ def parser() -> argparse.ArgumentParser:
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("--study-run", metavar="ID", help="MLflow parent run of a finished study")
     what.add_argument("--rollback", metavar="NAME", help="registered config (<study>-config) to roll back")
-    p.add_argument("--mlflow-uri", metavar="URI", help="tracking URI (default: $MLFLOW_TRACKING_URI)")
+    p.add_argument("--mlflow-uri", metavar="URI", help="tracking URI (default: $MLFLOW_TRACKING_URI, else the "
+                   "store `python -m tuner.run` used for that study, found in runs/*/state.json)")
     p.add_argument("--deploy", action="store_true", help="deploy to the running Ray Serve as the staging app")
     p.add_argument("--output", metavar="DIR", type=Path, help="where promoted.yaml goes (default: outputs/)")
     p.add_argument("--address", metavar="URL", help=f"Ray dashboard (default: ${DASHBOARD_ENV} or "
@@ -48,12 +49,36 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
+RUNS_DIR = Path("runs")  # tuner.run's default output root (runs/<study name>)
+
+
 def _uri(args: argparse.Namespace) -> str:
-    uri = args.mlflow_uri or os.environ.get("MLFLOW_TRACKING_URI")
+    """The same store `python -m tuner.run` defaults to: --mlflow-uri, $MLFLOW_TRACKING_URI, else the
+    study's own output folder (its state.json names the parent run and the store it was logged to)."""
+    uri = args.mlflow_uri or os.environ.get("MLFLOW_TRACKING_URI") or _uri_from_runs(args)
     if not uri:
         raise SpecError("no MLflow tracking URI", "--mlflow-uri",
-                        "pass --mlflow-uri (e.g. sqlite:///runs/study/mlflow.db) or set MLFLOW_TRACKING_URI")
+                        f"pass --mlflow-uri (e.g. sqlite:///runs/study/mlflow.db), set MLFLOW_TRACKING_URI, or run "
+                        f"from the folder holding {RUNS_DIR}/ (where tuner.run wrote the study)")
     return uri
+
+
+def _uri_from_runs(args: argparse.Namespace) -> str | None:
+    """The tracking URI in runs/<study>/state.json whose parent run (or study, for --rollback) matches."""
+    import json
+
+    for state_file in sorted(RUNS_DIR.glob("*/state.json")):
+        try:
+            state = json.loads(state_file.read_text())
+        except (OSError, ValueError):
+            continue
+        if not isinstance(state, dict) or not state.get("tracking_uri"):
+            continue
+        if args.study_run and state.get("parent_run_id") == args.study_run:
+            return str(state["tracking_uri"])
+        if args.rollback and state.get("study_name") and args.rollback == f"{state['study_name']}-config":
+            return str(state["tracking_uri"])
+    return None
 
 
 def _admin(args: argparse.Namespace) -> ServeAdmin:
@@ -63,8 +88,22 @@ def _admin(args: argparse.Namespace) -> ServeAdmin:
     try:
         return ServeAdmin(address)
     except Exception as exc:  # noqa: BLE001 -- any connection failure means the same to the user
+        if is_auth_failure(exc):
+            raise SpecError(f"the Ray dashboard at {address} refused the request: it needs an auth token "
+                            f"({type(exc).__name__}: {exc})", "RAY_AUTH_MODE", TOKEN_FIX) from None
         raise SpecError(f"cannot reach the Ray dashboard at {address} ({type(exc).__name__}: {exc})",
                         "--address", "start Ray (ray start --head) or pass the dashboard URL") from None
+
+
+TOKEN_FIX = ("set RAY_AUTH_MODE=token; the token is read from $RAY_AUTH_TOKEN, else the file named by "
+             "$RAY_AUTH_TOKEN_PATH, else ~/.ray/auth_token (where `ray start` with token auth writes it)")
+
+
+def is_auth_failure(exc: BaseException) -> bool:
+    """A token-protected dashboard answers 401/403 (or says "unauthenticated"); that is not a Ray that is down."""
+    text = f"{type(exc).__name__} {exc}".lower()
+    return any(k in text for k in ("401", "403", "unauthorized", "unauthenticated", "forbidden",
+                                   "authentication", "auth token"))
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -112,7 +151,8 @@ def _promote(args: argparse.Namespace, uri: str, registry: ConfigRegistry) -> tu
     print(("promoted: " if result.promoted else "") + result.reason)
     if not result.promoted:
         return name, None
-    print(f"  registered {result.model_name} version {result.model_version}; Serve config {result.serve_config}")
+    alias = f", alias {result.alias} -> version {result.model_version}" if result.alias else ""
+    print(f"  registered {result.model_name} version {result.model_version}{alias}; Serve config {result.serve_config}")
     return name, result.model_version
 
 

@@ -17,7 +17,7 @@ from typing import Any
 from mlflow import MlflowClient
 from mlflow.entities import Metric, Param
 
-from tuner.promote.registry import ARTIFACT_DIR, ConfigRegistry, model_name
+from tuner.promote.registry import ARTIFACT_DIR, STAGING, ConfigRegistry, model_name
 from tuner.promote.select import Candidate, Confirm, select
 from tuner.promote.serve_config import app_args, app_config, hardware, serve_config, write_config
 from tuner.spec.study import Study
@@ -40,6 +40,11 @@ class PromotionResult:
     serve_config: Path | None  # output_dir / "promoted.yaml"
     run_id: str | None = None  # the promotion run in MLflow
     candidates: list[dict[str, Any]] = field(default_factory=list)  # every candidate and its fate
+    defaults_won: bool = False  # no tuned config beat the confirmed defaults by more than the noise
+    baseline_worst_objective: float | None = None  # the defaults' confirmed worst case (same seeds)
+    noise: float | None = None  # relative run-to-run spread measured in the confirmations
+    gain: float | None = None  # worst_objective / baseline_worst_objective: the figure every output quotes
+    alias: str | None = None  # the registered model alias moved to this version
 
 
 def promote_study(
@@ -55,6 +60,11 @@ def promote_study(
     """Select, confirm, register and write the Serve config of a study's winner (see module doc)."""
     selection = select(study, trials, confirm)
     summary = [_candidate_json(c) for c in selection.candidates]
+    if selection.baseline is not None and selection.baseline not in selection.candidates:
+        summary.append(_candidate_json(selection.baseline))
+    figures = {"defaults_won": selection.defaults_won, "noise": selection.noise, "gain": selection.gain,
+               "baseline_worst_objective": selection.baseline.worst_objective
+               if selection.baseline is not None and not selection.baseline.dropped else None}
     client = MlflowClient(tracking_uri=tracking_uri, registry_uri=tracking_uri)
     run = client.create_run(
         _experiment_id(client, study, parent_run_id),
@@ -69,14 +79,16 @@ def promote_study(
     try:
         if selection.winner is None:
             client.set_tag(run_id, "servetune.promoted", "false")
+            client.set_tag(run_id, "servetune.defaults_won", str(selection.defaults_won).lower())
             client.log_param(run_id, "reason", selection.reason[:6000])
-            result = PromotionResult(False, selection.reason, None, [], None, None, None, None, run_id, summary)
+            result = PromotionResult(False, selection.reason, None, [], None, None, None, None, run_id, summary,
+                                     **figures)
             _write_summary(output_dir, result)
             client.set_terminated(run_id)
             return result
         result = _register(client, study, selection.winner, selection.reason, summary, output_dir=output_dir,
                            tracking_uri=tracking_uri, parent_run_id=parent_run_id, run_id=run_id,
-                           set_alias=set_alias)
+                           set_alias=set_alias, figures=figures)
         client.set_terminated(run_id)
         return result
     except BaseException:
@@ -86,12 +98,12 @@ def promote_study(
 
 def _register(client: MlflowClient, study: Study, winner: Candidate, reason: str,
               summary: list[dict[str, Any]], *, output_dir: Path, tracking_uri: str,
-              parent_run_id: str | None, run_id: str, set_alias: bool) -> PromotionResult:
+              parent_run_id: str | None, run_id: str, set_alias: bool, figures: dict[str, Any]) -> PromotionResult:
     trial = winner.trial
     name = model_name(study.name)
     capacity = winner.worst_capacity
     tags = _lineage_tags(study, winner, parent_run_id, run_id)
-    _log_params(client, run_id, study, winner)
+    _log_params(client, run_id, study, winner, figures)
     registry = ConfigRegistry(tracking_uri)
     # A tracking server requires the version's run to hold its source; the trial run is linked by tags.
     version = registry.register(name, source_run_id=run_id, run_id=run_id, tags=tags, description=reason)
@@ -104,7 +116,7 @@ def _register(client: MlflowClient, study: Study, winner: Candidate, reason: str
     app = app_config(args, name=study.promotion.app_name, route_prefix=study.promotion.route_prefix)
     path = write_config(serve_config([app]), output_dir / PROMOTED_FILE)
     result = PromotionResult(True, reason, trial, list(winner.runs), winner.worst_objective, name, version,
-                             path, run_id, summary)
+                             path, run_id, summary, **figures, alias=STAGING if set_alias else None)
     summary_path = _write_summary(output_dir, result)
     with tempfile.TemporaryDirectory() as tmp:
         staged = Path(tmp) / ARTIFACT_DIR
@@ -150,7 +162,7 @@ def _lineage_tags(study: Study, winner: Candidate, parent_run_id: str | None, ru
     return tags
 
 
-def _log_params(client: MlflowClient, run_id: str, study: Study, winner: Candidate) -> None:
+def _log_params(client: MlflowClient, run_id: str, study: Study, winner: Candidate, figures: dict[str, Any]) -> None:
     trial = winner.trial
     # Knobs under their engine argument names, as on the trial runs (one naming in the compare view).
     params: dict[str, Any] = {k: json.dumps(v) if isinstance(v, (dict, list)) else v
@@ -165,10 +177,12 @@ def _log_params(client: MlflowClient, run_id: str, study: Study, winner: Candida
                "worst_objective": winner.worst_objective, "original_objective": trial.objective}
     metrics.update({k: v for k, v in trial_metrics(trial).items() if k not in ("objective", "sla_capacity")})
     metrics.update({f"confirm_{i}_objective": r.objective for i, r in enumerate(winner.runs)})
+    metrics.update({k: figures[k] for k in ("baseline_worst_objective", "noise", "gain")})
     batch_params = [Param(k, str(v)[:6000]) for k, v in params.items()]
     batch_metrics = [Metric(k, r, 0, 0) for k, v in metrics.items() if (r := rounded(v)) is not None]
     client.log_batch(run_id, params=batch_params, metrics=batch_metrics)
     client.set_tag(run_id, "servetune.promoted", "true")
+    client.set_tag(run_id, "servetune.defaults_won", str(figures["defaults_won"]).lower())
 
 
 def _candidate_json(c: Candidate) -> dict[str, Any]:
@@ -178,7 +192,7 @@ def _candidate_json(c: Candidate) -> dict[str, Any]:
         "capacity": c.trial.capacity, "worst_capacity": c.worst_capacity,
         "confirmations": [{"seed": r.seed, "outcome": r.outcome.value, "objective": r.objective,
                            "capacity": r.capacity, "reason": r.reason} for r in c.runs],
-        "dropped": c.dropped,
+        "dropped": c.dropped, "baseline": c.trial.baseline,
     }
 
 
@@ -187,7 +201,9 @@ def _write_summary(output_dir: Path, result: PromotionResult) -> Path:
         "promoted": result.promoted, "reason": result.reason,
         "trial_id": result.trial.trial_id if result.trial else None,
         "worst_objective": result.worst_objective, "model_name": result.model_name,
-        "model_version": result.model_version, "run_id": result.run_id,
+        "model_version": result.model_version, "alias": result.alias, "run_id": result.run_id,
+        "defaults_won": result.defaults_won, "baseline_worst_objective": result.baseline_worst_objective,
+        "noise": result.noise, "gain": result.gain,
         "serve_config": str(result.serve_config) if result.serve_config else None,
         "candidates": result.candidates,
     }

@@ -3,6 +3,11 @@
 Following SCOOT, each candidate is re-run with other workload seeds (other arrival orders and
 lengths) and judged by its worst run, so a lucky trial cannot win. A candidate that misses its SLA
 or fails in any confirmation run is dropped, never promoted.
+
+The baseline (engine defaults) is confirmed the same way, with the same seeds. A tuned candidate wins
+only when its confirmed worst case beats the baseline's confirmed worst case by more than the
+run-to-run noise measured in those confirmations; otherwise the defaults win and the study says so,
+promoting the defaults (or nothing, `promotion.when_defaults_win: nothing`).
 """
 
 from __future__ import annotations
@@ -46,6 +51,24 @@ class Selection:
     winner: Candidate | None
     candidates: list[Candidate]
     reason: str
+    baseline: Candidate | None = None  # the defaults, confirmed like every candidate (None: not SLA-feasible)
+    noise: float | None = None  # relative run-to-run spread measured in the confirmations (None: no re-runs)
+    defaults_won: bool = False
+
+    @property
+    def gain(self) -> float | None:
+        """Winner's confirmed worst case over the baseline's: the one figure report and promotion quote."""
+        if self.winner is None or self.baseline is None or self.baseline.dropped:
+            return None
+        w, b = self.winner.worst_objective, self.baseline.worst_objective
+        return w / b if w is not None and b else None
+
+
+def run_noise(candidates: list[Candidate]) -> float | None:
+    """The largest relative spread (max - min) / max of one config's objective over its runs."""
+    spreads = [(max(c.objectives) - min(c.objectives)) / max(c.objectives)
+               for c in candidates if c.runs and not c.dropped and len(c.objectives) > 1 and max(c.objectives) > 0]
+    return max(spreads) if spreads else None
 
 
 def confirmation_seeds(study: Study, runs: int) -> list[int]:
@@ -83,43 +106,67 @@ def _nothing_reason(study: Study, trials: list[TrialResult]) -> str:
     )
 
 
+def _confirm(study: Study, cand: Candidate, confirm: Confirm | None, runs: int) -> None:
+    for seed in confirmation_seeds(study, runs):
+        try:
+            run = confirm(cand.trial, seed)  # type: ignore[misc]  # runs > 0 only with confirm
+        except Exception as exc:  # noqa: BLE001 -- a confirmation that raises is a failed confirmation
+            cand.dropped = f"confirmation with seed {seed} raised {type(exc).__name__}: {exc}"
+            return
+        cand.runs.append(run)
+        why = _run_ok(study, run)
+        if why:
+            cand.dropped = f"confirmation with seed {seed} failed: {why}"
+            return
+
+
 def select(study: Study, trials: list[TrialResult], confirm: Confirm | None) -> Selection:
-    """Pick the candidate with the best worst-case objective over its original and confirmation runs."""
+    """Pick the candidate with the best worst-case objective over its original and confirmation runs,
+    and keep it only if it beats the equally confirmed defaults by more than the run-to-run noise."""
     feasible = feasible_trials(study, trials)
     if not feasible:
         return Selection(None, [], "nothing promoted: " + _nothing_reason(study, trials))
-    front = pareto_front(feasible, study.objective.metric, study.objective.latency_metric)
+    obj, latency = study.objective.metric, study.objective.latency_metric
+    front = pareto_front(feasible, obj, latency)
     candidates = [Candidate(t) for t in front[: study.promotion.top_k]]
+    base_trial = next((t for t in feasible if t.baseline), None)
+    base = next((c for c in candidates if c.trial.baseline), None)
+    if base is None and base_trial is not None:
+        base = Candidate(base_trial)
     runs = study.promotion.confirm_runs if confirm is not None else 0
-    for cand in candidates:
-        for seed in confirmation_seeds(study, runs):
-            try:
-                run = confirm(cand.trial, seed)  # type: ignore[misc]  # runs > 0 only with confirm
-            except Exception as exc:  # noqa: BLE001 -- a confirmation that raises is a failed confirmation
-                cand.dropped = f"confirmation with seed {seed} raised {type(exc).__name__}: {exc}"
-                break
-            cand.runs.append(run)
-            why = _run_ok(study, run)
-            if why:
-                cand.dropped = f"confirmation with seed {seed} failed: {why}"
-                break
-    alive = [c for c in candidates if not c.dropped and c.worst_objective is not None]
-    if not alive:
+    for cand in [*candidates, *([base] if base is not None and base not in candidates else [])]:
+        _confirm(study, cand, confirm, runs)
+    noise = run_noise([*candidates, *([base] if base is not None and base not in candidates else [])])
+    tuned = [c for c in candidates if not c.dropped and c.worst_objective is not None and not c.trial.baseline]
+    best = max(tuned, key=lambda c: (c.worst_objective, -(c.trial.latency(latency) or 0.0))) if tuned else None
+    how = f"worst of {1 + runs} runs, same seeds for every config" if runs else "not confirmed (no confirmation runs)"
+    noise_txt = f"run-to-run noise {100 * noise:.1f}%" if noise is not None else "run-to-run noise not measured"
+    bar = base.worst_objective if base is not None and not base.dropped else None
+    best_worst = best.worst_objective if best is not None else None
+    if base is not None and bar is not None and (best_worst is None or best_worst <= bar * (1 + (noise or 0.0))):
+        versus = ("no tuned candidate survived confirmation" if best is None or best_worst is None else
+                  f"the best tuned candidate, trial {best.trial.trial_id}, reached {best_worst:.4g} "
+                  f"({best_worst / bar:.3f}x), not more than {noise_txt} above them")
+        keep = study.promotion.when_defaults_win == "promote_defaults"
+        reason = (f"the engine defaults win: baseline trial {base.trial.trial_id} {obj} {bar:.4g} ({how}); {versus}; "
+                  + ("promoting the defaults" if keep else "nothing promoted (promotion.when_defaults_win: nothing)"))
+        return Selection(base if keep else None, candidates, reason, base, noise, defaults_won=True)
+    if best is None or best_worst is None:
         lines = "; ".join(f"trial {c.trial.trial_id}: {c.dropped or 'no objective'}" for c in candidates)
-        return Selection(None, candidates, f"nothing promoted: every candidate failed confirmation ({lines})")
-    latency = study.objective.latency_metric
-    best = max(alive, key=lambda c: (c.worst_objective, -(c.trial.latency(latency) or 0.0)))
-    obj = study.objective.metric
-    how = (
-        f"worst of {1 + len(best.runs)} runs" if best.runs
-        else "not confirmed (no confirmation runs)"
-    )
+        return Selection(None, candidates, f"nothing promoted: every candidate failed confirmation ({lines})",
+                         base, noise)
     reason = (
-        f"trial {best.trial.trial_id} ({best.trial.engine}): {obj} {best.worst_objective:.4g} ({how}); "
-        f"best of {len(alive)} confirmed candidate(s) among {len(front)} SLA-feasible Pareto trial(s)"
+        f"trial {best.trial.trial_id} ({best.trial.engine}): {obj} {best_worst:.4g} ({how}); "
+        f"best of {len(tuned)} confirmed candidate(s) among {len(front)} SLA-feasible Pareto trial(s)"
         f" of {len(feasible)} feasible"
     )
     original = objective_value(best.trial, obj)
-    if original is not None and best.runs and best.worst_objective is not None:
+    if original is not None and best.runs:
         reason += f"; original run {original:.4g}"
-    return Selection(best, candidates, reason)
+    if bar:
+        reason += f"; {best_worst / bar:.3f}x the defaults' confirmed {bar:.4g}, above {noise_txt}"
+    elif base is not None:
+        reason += f"; the defaults failed confirmation ({base.dropped})"
+    else:
+        reason += "; the defaults did not meet the SLA"
+    return Selection(best, candidates, reason, base, noise)

@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from tuner.common.errors import SpecError
+from tuner.common.metric_keys import natural_direction
 from tuner.engines.registry import engine_class
 from tuner.engines.registry import names as engine_names
 from tuner.spec.sla import SLATerm, is_summary_key, parse_sla, renamed_hint
@@ -82,6 +83,9 @@ class Objective(Strict):
     metric: str = "output_throughput"  # maximised at the SLA capacity
     mode: Literal["constrained", "multi"] = "constrained"  # multi: throughput vs p99 latency (Pareto)
     latency_metric: str = "p99_ttft_ms"  # second objective in multi mode and for the Pareto front
+    # Optional, and only ever the metric's natural direction (latencies down, throughputs up): writing it
+    # documents the intent, writing the opposite is refused rather than silently obeyed or ignored.
+    direction: Literal["maximize", "minimize"] | None = None
 
     @field_validator("metric", "latency_metric")
     @classmethod
@@ -94,6 +98,24 @@ class Objective(Strict):
             raise ValueError(f"unknown metric {v!r} | fix: use a summary key such as output_throughput, "
                              "request_throughput, request_goodput or p99_ttft_ms (per class: class.<name>.<key>)")
         return v
+
+    @model_validator(mode="after")
+    def _natural_direction(self) -> Objective:
+        """The objective is the highest-is-best figure at the SLA capacity; the latency metric the lowest-is-best."""
+        natural = natural_direction(self.metric)
+        if self.direction is not None and self.direction != natural:
+            raise ValueError(f"objective.direction {self.direction!r} contradicts {self.metric!r}, which is "
+                             f"{'a latency/error figure: lower is better' if natural == 'minimize' else 'a throughput: higher is better'}"
+                             f" | fix: drop direction or write direction: {natural}")
+        if natural == "minimize":
+            raise ValueError(f"objective.metric {self.metric!r} is a latency/error figure (lower is better), but the "
+                             "objective is the figure maximised at the SLA capacity | fix: limit it under sla "
+                             f"(e.g. '{self.metric} <= 500') and keep a throughput objective, or use mode: multi with "
+                             f"latency_metric: {self.metric}")
+        if natural_direction(self.latency_metric) != "minimize":
+            raise ValueError(f"objective.latency_metric {self.latency_metric!r} is a throughput (higher is better), "
+                             "but it is minimised against the objective | fix: use a latency such as p99_ttft_ms")
+        return self
 
 
 class SearchSettings(Strict):
@@ -127,6 +149,9 @@ class Promotion(Strict):
     app_name: str = Field(default="staging", min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
     route_prefix: str = "/"
     replicas: int = Field(default=1, gt=0)
+    # When no tuned config beats the confirmed defaults by more than run-to-run noise: promote the
+    # defaults (a known-good config to serve) or nothing.
+    when_defaults_win: Literal["promote_defaults", "nothing"] = "promote_defaults"
 
     @field_validator("route_prefix")
     @classmethod

@@ -11,6 +11,7 @@ from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
@@ -51,6 +52,7 @@ def write_report(
     promoted_trial_id: str | None,
     baseline_trial_id: str | None,
     figure_files: bool = False,
+    confirmed: dict[str, Any] | None = None,
 ) -> Path:
     """Write ``output_dir/report.html`` atomically and return its path; with `figure_files` also each plot
     as ``output_dir/plots/<name>.html`` (for the study's MLflow run)."""
@@ -58,7 +60,7 @@ def write_report(
                    promoted_trial_id=promoted_trial_id, baseline_trial_id=baseline_trial_id)
     page = render_html(figs, study_name=study_name, trials=trials, sla=sla, objective_metric=objective_metric,
                        latency_metric=latency_metric, promoted_trial_id=promoted_trial_id,
-                       baseline_trial_id=baseline_trial_id)
+                       baseline_trial_id=baseline_trial_id, confirmed=confirmed)
     path = output_dir / "report.html"
     write_text(path, page)
     if figure_files:
@@ -90,6 +92,7 @@ def render_html(
     latency_metric: str,
     promoted_trial_id: str | None,
     baseline_trial_id: str | None,
+    confirmed: dict[str, Any] | None = None,
 ) -> str:
     """The whole page as a string; plotly.js is embedded once in the head."""
     e = html.escape
@@ -107,7 +110,7 @@ def render_html(
         f"<h1>servetune study <code>{e(study_name)}</code></h1>"
         f'<p class="sub">generated {when} &middot; objective <code>{e(objective_metric)}</code> at the highest '
         f"load meeting the SLA &middot; SLA: {e(', '.join(str(t) for t in sla) or 'none')}</p>"
-        + _cards(trials, objective_metric, promoted_trial_id, baseline_trial_id)
+        + _cards(trials, objective_metric, promoted_trial_id, baseline_trial_id, confirmed)
         + "".join(sections)
         + "<h2>Trials</h2>"
         + trial_table(trials, objective_metric, latency_metric, promoted_trial_id, baseline_trial_id)
@@ -116,7 +119,10 @@ def render_html(
 
 
 def _cards(trials: Sequence[TrialResult], objective_metric: str, promoted_trial_id: str | None,
-           baseline_trial_id: str | None) -> str:
+           baseline_trial_id: str | None, confirmed: dict[str, Any] | None = None) -> str:
+    """The study's answer. With `confirmed` (the promotion's figures: promoted and baseline worst cases
+    over the same confirmation seeds, their ratio, whether the defaults won) the cards quote exactly
+    what the promotion decided on, not the single search runs."""
     by_id = {t.trial_id: t for t in trials}
     counts = Counter(t.outcome.value for t in trials)
     promoted = by_id.get(promoted_trial_id or "")
@@ -132,8 +138,15 @@ def _cards(trials: Sequence[TrialResult], objective_metric: str, promoted_trial_
         cards.append(("baseline", _fmt(baseline.objective) if baseline.feasible else baseline.outcome.value,
                       f"trial {baseline.number}"))
     ratio = _ratio(best, baseline)
-    cards.append(("gain over baseline", f"{ratio:.2f}x" if ratio else "n/a",
-                  objective_metric if ratio else "baseline missing or not SLA-feasible"))
+    note = objective_metric if ratio else "baseline missing or not SLA-feasible"
+    if confirmed is not None and confirmed.get("gain") is not None:
+        ratio, note = confirmed["gain"], f"{objective_metric}, confirmed worst case vs the defaults' (same seeds)"
+        cards[1] = (cards[1][0], _fmt(confirmed.get("promoted")), cards[1][2] + ", confirmed worst case")
+        if baseline is not None and confirmed.get("baseline") is not None:
+            cards[2] = ("baseline", _fmt(confirmed["baseline"]), f"trial {baseline.number}, confirmed worst case")
+    if confirmed is not None and confirmed.get("defaults_won"):
+        note = "the engine defaults win: no tuned config beat them by more than run-to-run noise"
+    cards.append(("gain over baseline", f"{ratio:.2f}x" if ratio else "n/a", note))
     return '<div class="cards">' + "".join(
         f'<div class="card" data-card="{html.escape(k)}">{html.escape(k)}<b>{html.escape(v)}</b>'
         f"<small>{html.escape(s)}</small></div>" for k, v, s in cards) + "</div>"
