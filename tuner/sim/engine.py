@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import heapq
 import math
 from collections import deque
@@ -91,6 +92,18 @@ class SimulatedEngine:
     def run(self, requests: Sequence[Request], *, concurrency: int | None = None,
             max_sim_time_s: float | None = None) -> list[RequestRecord]:
         """Serve the requests in virtual time; open loop by arrival_s, or closed loop with `concurrency`."""
+        # a run makes no reference cycles, only many small objects: the cycle collector would only walk
+        # them (about 10 % of a run's CPU time); refcounting still frees everything
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return self._run(requests, concurrency, max_sim_time_s)
+        finally:
+            if enabled:
+                gc.enable()
+
+    def _run(self, requests: Sequence[Request], concurrency: int | None,
+             max_sim_time_s: float | None) -> list[RequestRecord]:
         sched = self.new_scheduler()
         n = len(requests)
         seqs = [Seq(i, r.input_len, r.output_len, r.arrival_s, r.prefix_group, r.prefix_len)
