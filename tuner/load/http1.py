@@ -186,14 +186,17 @@ class _Exchange:
                 self._body(take, t)
 
     def _chunked(self, conn: _Conn, t: float) -> None:
+        """De-frame what is buffered (the hot path: one call per read, locals only in the loop)."""
         buf = conn.buf
-        pos, out = 0, []
+        end_buf = len(buf)
+        pos, out, need = 0, [], self.need
         while True:
-            if self.need < 0:
+            if need < 0:
                 nl = buf.find(b"\r\n", pos)
                 if nl < 0:
                     break
-                size = int(buf[pos:nl].split(b";", 1)[0], 16)
+                line = buf[pos:nl]
+                size = int(line if b";" not in line else line.split(b";", 1)[0], 16)
                 if size == 0:  # last chunk; optional trailers end with an empty line
                     if buf[nl + 2:nl + 4] == b"\r\n":
                         pos = nl + 4
@@ -202,27 +205,28 @@ class _Exchange:
                         if end < 0:
                             break
                         pos = end + 4
+                    self.need = -1
                     if out:
                         self._body(b"".join(out), t)
-                        out = []
                     conn.buf = buf[pos:]
                     self.finish(conn, keep=True)
                     return
-                self.need, pos = size, nl + 2
-            avail = len(buf) - pos
+                need, pos = size, nl + 2
+            avail = end_buf - pos
             if avail <= 0:
                 break
-            if self.need > 0:
-                take = min(self.need, avail)
+            if need > 0:
+                take = need if need < avail else avail
                 out.append(buf[pos:pos + take])
                 pos += take
-                self.need -= take
-            if self.need == 0:
-                if len(buf) - pos < 2:
+                need -= take
+            if need == 0:
+                if end_buf - pos < 2:
                     break
                 pos += 2  # CRLF after the chunk data
-                self.need = -1
-        conn.buf = buf[pos:]
+                need = -1
+        self.need = need
+        conn.buf = buf[pos:] if pos else buf
         if out:
             self._body(out[0] if len(out) == 1 else b"".join(out), t)
 
