@@ -71,6 +71,11 @@ class Core:
         self.prompt_tokens = 0
         self.steps = 0
         self._base: dict[int, float] = {}  # decode_base by batch size (it does not change within a run)
+        # power-limited clock (Calibration.heat_slowdown / heat_tau_s; set by the engine, 0 = off)
+        self.heat_k = 0.0
+        self.heat_tau = 2.0
+        self.heat = 0.0  # moving average of the FLOP-bound share of engine time, at heat_t
+        self.heat_t = 0.0
         self.macro = True  # closed-form decode runs; False = one step at a time (same results, slower)
 
     # ---- sequence transitions -------------------------------------------------------------
@@ -185,13 +190,31 @@ class Core:
             used += cnt[(j + i) % bs]
         return used
 
+    def _flop_mult(self, now: float) -> float:
+        """How much slower FLOP-bound kernels run now (1.0 when the heat term is off)."""
+        gap = now - self.heat_t
+        if gap > 0:
+            self.heat *= math.exp(-gap / self.heat_tau)
+            self.heat_t = now
+        return 1.0 + self.heat_k * self.heat
+
+    def _heat_add(self, dur: float, share: float) -> None:
+        d = math.exp(-dur / self.heat_tau)
+        self.heat = self.heat * d + min(share, 1.0) * (1.0 - d)
+        self.heat_t += dur
+
     def _decode_run(self, k: int, t_stop: float) -> None:
         """Run up to k decode-only steps in closed form; stop early at the step that ends past t_stop."""
         n = self.n_dec
         dec_b = self.cost.dec_b
-        base = self._base.get(n)
-        if base is None:
-            base = self._base[n] = self.cost.decode_base(n, n <= self.graph_max)
+        m = 1.0
+        if self.heat_k:  # the clock is held for the run (it moves slowly next to a step)
+            m = self._flop_mult(self.now)
+            base = self.cost.decode_base(n, n <= self.graph_max, m)
+        else:
+            base = self._base.get(n)
+            if base is None:
+                base = self._base[n] = self.cost.decode_base(n, n <= self.graph_max)
         a = base + dec_b * (self.sum_l + n)
         c2 = dec_b * n / 2.0
         now = self.now
@@ -221,6 +244,9 @@ class Core:
             dec.extend((fe + x * a + c2 * x * (x - 1)).tolist())
         last = dec[-1]
         self.now = last - self.frontend
+        if self.heat_k:
+            span = self.now - now
+            self._heat_add(span, self.cost.flop_time(n, n, 0.0) * m * k / span)
         self.sum_l += n * k
         self.sum_rem -= n * k
         self.steps += k

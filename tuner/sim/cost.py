@@ -32,6 +32,10 @@ class Calibration:
     # extra wait of a new request before the engine sees it, per sequence running when it is sent (the API
     # server streams every running sequence's tokens before it reads, tokenizes and hands on a new prompt)
     ingress_per_seq_s: float = 0.0
+    # FLOP-bound kernels slow down by this factor at sustained full compute (the GPU's clock under its power
+    # limit), less in proportion to a moving average of the compute-bound share of time; 0 = never
+    heat_slowdown: float = 0.0
+    heat_tau_s: float = 2.0  # time constant of that moving average
     allreduce_lat_s: float = 8e-6  # per all-reduce latency (TP > 1)
     e_link: float = 0.7  # interconnect efficiency
 
@@ -78,10 +82,11 @@ class StepCost:
             return self.t_dense_w + self.t_moe_w * (1.0 - self.moe_keep ** tokens)
         return self.t_dense_w
 
-    def step(self, tokens: int, logits: int, attn_pairs: float, kv_read: float, graphed: bool) -> float:
-        """Seconds for one step of `tokens` batched tokens sampling `logits` of them."""
-        lin = max(tokens * self.c_lin + logits * self.c_lm, self.weights_time(tokens))
-        attn = max(attn_pairs * self.c_attn, kv_read * self.c_kv)
+    def step(self, tokens: int, logits: int, attn_pairs: float, kv_read: float, graphed: bool,
+             flop_mult: float = 1.0) -> float:
+        """Seconds for one step of `tokens` batched tokens sampling `logits` of them (FLOP terms x flop_mult)."""
+        lin = max((tokens * self.c_lin + logits * self.c_lm) * flop_mult, self.weights_time(tokens))
+        attn = max(attn_pairs * self.c_attn * flop_mult, kv_read * self.c_kv)
         t = (lin + attn) * self.mult + self.o_step + tokens * self.o_tok
         if not graphed:
             t += self.launch
@@ -89,9 +94,13 @@ class StepCost:
             t += self.tp_lat + tokens * self.tp_tok
         return t
 
-    def decode_base(self, n: int, graphed: bool) -> float:
+    def flop_time(self, tokens: int, logits: int, attn_pairs: float) -> float:
+        """The FLOP-bound part of a step at full clock (what heats the GPU)."""
+        return ((tokens * self.c_lin + logits * self.c_lm) + attn_pairs * self.c_attn) * self.mult
+
+    def decode_base(self, n: int, graphed: bool, flop_mult: float = 1.0) -> float:
         """The context-independent part of a decode-only step of n sequences."""
-        lin = max(n * (self.c_lin + self.c_lm), self.weights_time(n))
+        lin = max(n * (self.c_lin + self.c_lm) * flop_mult, self.weights_time(n))
         t = lin * self.mult + self.o_step + n * self.o_tok
         if not graphed:
             t += self.launch

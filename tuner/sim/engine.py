@@ -81,6 +81,7 @@ class SimulatedEngine:
         sched: Core
         if self.flavour == "vllm":
             sched = VLLMScheduler(self.cost, self.cfg, self.kv_capacity_tokens, self.cal.frontend_s)
+            sched.heat_k, sched.heat_tau = self.cal.heat_slowdown, self.cal.heat_tau_s
         else:
             sched = SGLangScheduler(self.cost, self.cfg, self.kv_capacity_tokens, self.cal.frontend_s)
         sched.macro = self.macro_steps

@@ -119,7 +119,12 @@ class VLLMScheduler(Core):
             kv += s.L + c
             if s.L + c == s.target:
                 logits += 1
-        dur = self.cost.step(tokens, logits, pairs, kv, tokens <= self.graph_max)
+        if self.heat_k:
+            m = self._flop_mult(self.now)
+            dur = self.cost.step(tokens, logits, pairs, kv, tokens <= self.graph_max, m)
+            self._heat_add(dur, self.cost.flop_time(tokens, logits, pairs) * m / dur)
+        else:
+            dur = self.cost.step(tokens, logits, pairs, kv, tokens <= self.graph_max)
         self.now += dur
         t_out = self.now + self.frontend
         self.steps += 1
