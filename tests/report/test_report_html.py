@@ -27,7 +27,7 @@ def test_report_is_self_contained_and_lists_every_trial(tmp_path: Path, study_tr
     rows = re.findall(r'<tr class="([a-z]*)" data-trial="(t\d+)">', text)
     assert [r[1] for r in rows] == [t.trial_id for t in study_trials]
     assert dict((tid, role) for role, tid in rows)["t001"] == "promoted"
-    assert re.search(r'data-trial="t000">(?:<td[^>]*>[^<]*</td>){8}<td>engine defaults</td>', text)
+    assert re.search(r'data-trial="t000">(?:<td[^>]*>[^<]*</td>){9}<td>engine defaults</td>', text)
     assert "KV cache does not fit: 0.4 GiB free" in text and "engine exited with status 1" in text
     gain = re.search(r'data-card="gain over baseline">gain over baseline<b>([^<]+)</b>', text)
     assert gain and gain.group(1) == "1.80x"

@@ -30,7 +30,7 @@ def _progress(study: Study, trials: int) -> Any:
     try:
         from tuner.run.progress import StudyProgress
 
-        return StudyProgress(trials, study.budget.time_limit_s)
+        return StudyProgress(trials, study.budget.time_limit_s, objective_metric=study.objective.metric)
     except ImportError:  # pragma: no cover - progress view is optional
         from contextlib import nullcontext
 
@@ -109,7 +109,8 @@ def run_study(study: Study, data: dict[str, Any], study_path: Path, space: Space
         promoted_id = promotion.trial.trial_id if promotion is not None and promotion.promoted and promotion.trial else None
         write_pareto(out / "pareto.json", trials, study.sla, study.objective.metric, study.objective.latency_metric,
                      run.rejected, promoted_id)
-        report = _report(study, trials, out, promoted_id)
+        confirmed = _confirmed(promotion)
+        report = _report(study, trials, out, promoted_id, confirmed)
         base = next((t for t in trials if t.baseline), None)
         best = max((t for t in trials if t.feasible), key=lambda t: t.objective or 0, default=None)
         try:
@@ -120,11 +121,12 @@ def run_study(study: Study, data: dict[str, Any], study_path: Path, space: Space
                  "trials_failed": sum(not t.outcome.ran for t in trials),
                  "best_objective": best.objective if best else None,
                  "baseline_objective": base.objective if base else None,
-                 "tuned_vs_default": (best.objective / base.objective) if best and base and base.objective else None})
+                 "tuned_vs_default": confirmed["gain"] if confirmed else
+                 (best.objective / base.objective) if best and base and base.objective else None})
         except Exception as exc:  # noqa: BLE001 - MLflow down at the end: the files are all in the output folder
             log.warning("study outputs not logged to MLflow: %s", str(exc)[:300])
             run.untracked = run.untracked or ["study outputs"]
-        print_summary(study, trials, out, uri, promotion, run.rejected, time.monotonic() - t0)
+        print_summary(study, trials, out, uri, promotion, run.rejected, time.monotonic() - t0, parent_run_id=parent)
         status = "FINISHED"
         if run.untracked:
             print(f"MLflow is missing {len(run.untracked)} record(s) ({', '.join(run.untracked[:10])}): they are "
@@ -164,7 +166,16 @@ def interrupted(study: Study, study_path: Path, out: Path, finished: int) -> int
     return EXIT_INTERRUPTED
 
 
-def _report(study: Study, trials: list[TrialResult], out: Path, promoted_id: str | None) -> Path | None:
+def _confirmed(promotion: Any) -> dict[str, Any] | None:
+    """The promotion's confirmed figures, which the report card and MLflow quote as they are."""
+    if promotion is None or promotion.gain is None and not promotion.defaults_won:
+        return None
+    return {"promoted": promotion.worst_objective, "baseline": promotion.baseline_worst_objective,
+            "gain": promotion.gain, "defaults_won": promotion.defaults_won}
+
+
+def _report(study: Study, trials: list[TrialResult], out: Path, promoted_id: str | None,
+            confirmed: dict[str, Any] | None = None) -> Path | None:
     try:
         from tuner.tracking.report import write_report
     except ImportError:
@@ -174,7 +185,7 @@ def _report(study: Study, trials: list[TrialResult], out: Path, promoted_id: str
         return write_report(out, study_name=study.name, trials=trials, sla=study.sla,
                             objective_metric=study.objective.metric, latency_metric=study.objective.latency_metric,
                             promoted_trial_id=promoted_id, baseline_trial_id=base.trial_id if base else None,
-                            figure_files=True)
+                            figure_files=True, confirmed=confirmed)
     except Exception as exc:  # noqa: BLE001 - a report problem must not fail a finished study
         log.warning("report.html could not be written: %s", exc)
         return None

@@ -59,6 +59,8 @@ class StudyProgress:
         what = (f"{self.objective_metric}={result.objective:.4g} capacity={result.capacity:.4g}"
                 if result.feasible and result.objective is not None and result.capacity is not None
                 else result.reason or "")
+        if result.binding:
+            what += f" (bound by {result.binding})"
         self._emit(f"trial {result.trial_id} {result.outcome.value} {what}".rstrip() + " | " + self.summary_line())
 
     def restore(self, results: list[TrialResult]) -> None:

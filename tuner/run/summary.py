@@ -48,7 +48,7 @@ def ratio(value: float | None, base: float | None) -> str:
 
 
 def print_summary(study: Study, trials: list[TrialResult], out: Path, uri: str, promotion: Any,
-                  rejected: list[dict[str, Any]], wall_s: float) -> None:
+                  rejected: list[dict[str, Any]], wall_s: float, *, parent_run_id: str | None = None) -> None:
     from collections import Counter
 
     counts = Counter(t.outcome.value for t in trials)
@@ -69,6 +69,15 @@ def print_summary(study: Study, trials: list[TrialResult], out: Path, uri: str, 
         print("  no config met the SLA")
     if promotion is not None:
         print(f"  promotion: {'promoted' if promotion.promoted else 'nothing promoted'}: {promotion.reason}")
+        if promotion.gain is not None:
+            print(f"    gain over the defaults: {promotion.gain:.3f}x (confirmed worst cases, same seeds)")
+        if promotion.model_version:
+            alias = f", alias {promotion.alias} -> version {promotion.model_version}" if promotion.alias else ""
+            print(f"  registered model: {promotion.model_name} version {promotion.model_version}{alias}")
+    if parent_run_id:
+        print(f"  MLflow parent run: {parent_run_id}")
+        if promotion is None:
+            print(f"    promote later: python -m tuner.promote --study-run {parent_run_id}")
     print(f"  results: {out}")
     for name in ("trials.parquet", "pareto.json", "promoted.yaml", "report.html"):
         if (out / name).exists():

@@ -55,23 +55,9 @@ def knob_params(args: Mapping[str, Any], names: Sequence[str] = (), defaults: Ma
 
 
 def binding_term(t: TrialResult, sla: Sequence[SLATerm]) -> str | None:
-    """The SLA term that capped the capacity: the worst one at the lowest failing load above it.
+    """The SLA term that capped the capacity (tuner.trial.binding): the worst one at the lowest failing
+    load above it. None when no load point failed (the search's upper bound) or errors broke it."""
+    from tuner.trial.binding import binding
 
-    None when no load point failed (the capacity is the search's upper bound) or nothing was measured.
-    """
-    if not sla:
-        return None
-    above = [p for p in t.points if not p.get("feasible")
-             and (t.capacity is None or (finite_float(p.get("load")) or 0.0) > t.capacity)]
-    if not above:
-        return None
-    point = min(above, key=lambda p: finite_float(p.get("load")) or 0.0)
-    if point.get("stopped_early") and isinstance(point["stopped_early"], str) and point["stopped_early"].startswith("sla"):
-        for term in sla:
-            if term.name in point["stopped_early"]:
-                return term.name
-    measured = [term for term in sla if finite_float(point.get(term.metric)) is not None]
-    if not measured:
-        return None
-    worst = max(measured, key=lambda term: term.violation(point))
-    return worst.name if worst.violation(point) > 0 else None
+    b = binding(sla, t.points, t.capacity)
+    return b.term.name if b is not None and b.term is not None else None

@@ -182,6 +182,7 @@ class StudyTracker:
                 "servetune.reason": redact_text(t.reason)[:5000], "servetune.baseline": str(t.baseline).lower(),
                 "servetune.feasible": str(t.feasible).lower(),
                 "servetune.binding_sla": binding or "none",
+                "servetune.binding": t.binding[:5000] or "none",
             },
         )
         rid = run.info.run_id

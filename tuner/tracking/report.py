@@ -156,7 +156,7 @@ def trial_table(trials: Sequence[TrialResult], objective_metric: str, latency_me
                 promoted_trial_id: str | None, baseline_trial_id: str | None) -> str:
     """Every trial in number order, with its outcome and the reason for it."""
     e = html.escape
-    head = ["#", "trial", "engine", "outcome", "reason", "capacity", objective_metric, latency_metric,
+    head = ["#", "trial", "engine", "outcome", "reason", "capacity", "bound by", objective_metric, latency_metric,
             "params", "wall s"]
     rows = []
     for t in sorted(trials, key=lambda t: t.number):
@@ -164,7 +164,7 @@ def trial_table(trials: Sequence[TrialResult], objective_metric: str, latency_me
         params = ", ".join(f"{k}={v}" for k, v in sorted(t.params.items())) or (
             "engine defaults" if t.baseline else "")
         cells = [str(t.number), t.trial_id + (f" ({role})" if role else ""), t.engine, t.outcome.value,
-                 t.reason, _fmt(t.capacity), _fmt(t.objective if t.feasible else None),
+                 t.reason, _fmt(t.capacity), t.binding or "", _fmt(t.objective if t.feasible else None),
                  _fmt(t.latency(latency_metric)), params, f"{t.wall_s:.1f}"]
         klass = "ok" if t.feasible else "bad"
         tds = "".join(f'<td class="{klass}">{e(c)}</td>' if i == 3 else f"<td>{e(c)}</td>"

@@ -33,6 +33,7 @@ class TrialResult:
     seed: int = 0
     mlflow_run_id: str | None = None
     notes: list[str] = field(default_factory=list)  # e.g. constraint repairs
+    binding: str = ""  # the SLA term that bound the capacity, in words (tuner.trial.binding)
 
     @property
     def feasible(self) -> bool:
@@ -66,6 +67,7 @@ class TrialResult:
             "points_json": json.dumps(self.points, default=str),
             "resolved_json": json.dumps(self.resolved, default=str),
             "notes_json": json.dumps(self.notes),
+            "binding": self.binding,
         }
         for k, v in self.params.items():
             row[f"param.{k}"] = str(v)
@@ -98,6 +100,7 @@ class TrialResult:
             seed=int(row.get("seed") or 0),
             mlflow_run_id=row.get("mlflow_run_id"),
             notes=json.loads(row.get("notes_json") or "[]"),
+            binding=row.get("binding") or "",
         )
 
     def to_json(self) -> dict[str, Any]:

@@ -165,6 +165,10 @@ def _finish(study: Study, cap: Any, result: TrialResult, trial_dir: Path,
         result.records_path = str(path)
     point = cap.best or (cap.points[0] if cap.points else None)
     result.metrics = dict(point.summary) if point else {}
+    from tuner.trial.binding import describe
+
+    result.binding = describe(study.sla, result.points, cap.capacity if cap.best is not None else None,
+                              study.capacity.mode)
     from tuner.load.ruler import warning
 
     if warn := warning(result.metrics):
