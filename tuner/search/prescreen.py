@@ -32,6 +32,7 @@ def simulate(study: Study, flavour: str, args: dict[str, Any], *, seed: int | No
             flavour=flavour, gpu=study.sim.gpu, shape=study.model.shape or shape_for(study.model.name),
             args=args, max_model_len=study.model.max_model_len,
             tensor_parallel_size=study.model.tensor_parallel_size, dtype=study.model.dtype,
+            speculative={k: v.model_dump() for k, v in study.speculative.methods.items()},
         )
     except EngineStartError as exc:
         return TrialReport.failed(exc.outcome, exc.reason)

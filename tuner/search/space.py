@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from tuner.common.errors import SpecError
 from tuner.engines import get_engine
 from tuner.engines.base import SPACES_DIR
+from tuner.search import levers
 from tuner.spec.load import load_space_file
 from tuner.spec.space_file import Constraint, Param
 from tuner.spec.study import Study
@@ -39,6 +40,8 @@ class EngineSpace:
     fixed: dict[str, Any] = field(default_factory=dict)
     max_model_len: int = 8192
     memory_knobs: tuple[str, ...] = ()  # larger values need more GPU memory (from the engine's home)
+    pinned: dict[str, str] = field(default_factory=dict)  # params left at baseline, and why (levers guard)
+    study: Study | None = None  # for folding structured args (draft models come from the study)
 
     def baseline(self) -> dict[str, Any]:
         """The engine's defaults: every searched flag left out (the engine resolves it)."""
@@ -53,7 +56,7 @@ class EngineSpace:
         if not cond:
             return True
         full = {**self.defaults(), **values}
-        return all(full.get(k) == v for k, v in cond.items())
+        return all(full.get(k) in v if isinstance(v, list) else full.get(k) == v for k, v in cond.items())
 
     def sample(self, trial: optuna.Trial, prefix: str) -> dict[str, Any]:
         values: dict[str, Any] = {}
@@ -103,8 +106,11 @@ class EngineSpace:
         args = {**values, **self.fixed}
         notes: list[str] = []
         context = {**self.defaults(), "max_model_len": self.max_model_len, **args}
+        context = {k: v for k, v in context.items() if k not in self.params or k in args or self.active(k, args)}
+        context.update(levers.derived(context))
         for c in self.constraints:
-            if c.when and not all(context.get(k) == v for k, v in c.when.items()):
+            if c.when and not all(context.get(k) in v if isinstance(v, list) else context.get(k) == v
+                                  for k, v in c.when.items()):
                 continue
             lhs, op, rhs = c.parts()
             a, b = _value(lhs, context), _value(rhs, context)
@@ -115,14 +121,21 @@ class EngineSpace:
             p = self.params[lhs]
             new = _repair(p, op, b)
             if new is None:
-                raise Rejected(f"{c.require} cannot be met within {lhs}'s range [{p.low:g}, {p.high:g}]")
+                where = f"range [{p.low:g}, {p.high:g}]" if p.low is not None else f"choices {p.choices}"
+                raise Rejected(f"{c.require} cannot be met within {lhs}'s {where}")
             notes.append(f"repaired {lhs}: {a} -> {new} so that {c.require}")
             args[lhs] = new
             context[lhs] = new
+            context.update(levers.derived(context))
+        if self.study is not None:
+            args = levers.fold(args, self.params, self.study)
         return args, notes
 
 
 def _value(token: str, context: dict[str, Any]) -> float | None:
+    if "*" in token:
+        a, b = (_value(t, context) for t in token.split("*", 1))
+        return None if a is None or b is None else a * b
     try:
         return float(token)
     except ValueError:
@@ -168,6 +181,8 @@ class Space:
                     "[true, false]" if p.type == "bool" else f"[{p.low:g}, {p.high:g}]{' log' if p.log else ''}")
                 cond = f" when {p.when}" if p.when else ""
                 lines.append(f"{e}.{n}: {p.type} {rng} default={p.default}{cond}")
+            for n, why in sp.pinned.items():
+                lines.append(f"{e}.{n}: not searched: {why}")
             for c in sp.constraints:
                 lines.append(f"{e} constraint: {c.require}{' if ' + str(c.when) if c.when else ''} ({c.action})")
             if sp.fixed:
@@ -213,6 +228,7 @@ def build_space(study: Study, base_dir: Path | None = None) -> Space:
                                 fix or "make low <= high and keep values of the right type") from None
         for name in ref.fixed:
             params.pop(name, None)  # fixed arguments are not searched
+        pinned = levers.guard(params, ref.fixed, study, where)
         engines[engine] = EngineSpace(
             engine=engine,
             flavour=flavour,
@@ -221,6 +237,8 @@ def build_space(study: Study, base_dir: Path | None = None) -> Space:
             fixed=dict(ref.fixed),
             max_model_len=study.model.max_model_len,
             memory_knobs=home.memory_knobs_for(flavour),
+            pinned=pinned,
+            study=study,
         )
         _check_constraints(engines[engine], where, len(spec.constraints))
     return Space(engines)
@@ -231,14 +249,14 @@ def _check_constraints(sp: EngineSpace, where: str, n_file: int = 0) -> None:
 
     The first `n_file` constraints come from the space file; the rest are the study's own, reported
     by their index in the study's search_space.constraints."""
-    known = {*sp.params, *sp.fixed, "max_model_len"}
+    known = {*sp.params, *sp.fixed, "max_model_len", *levers.DERIVED}
 
     def loc(i: int) -> str:
         return f"{where}.constraints[{i - n_file}]" if i >= n_file else f"{where}.file constraints[{i}]"
 
     for i, c in enumerate(sp.constraints):
         lhs, _, rhs = c.parts()
-        for tok in (lhs, rhs):
+        for tok in (t for side in (lhs, rhs) for t in side.split("*")):
             if tok not in known and _value(tok, {}) is None:
                 raise SpecError(f"constraint {c.require!r} names unknown parameter {tok!r}",
                                 loc(i), f"known: {sorted(known)}")

@@ -22,4 +22,7 @@ FITTED = Calibration(
     ingress_per_seq_s=0.000427116,
     allreduce_lat_s=8e-06,
     e_link=0.7,
+    fp8_lin_gain=1.35,
+    fp8_attn_gain=1,
+    fp8_kv_gain=1.4,
 )

@@ -41,6 +41,17 @@ class ModelShape:
         return self.layers * (q + kv + o)
 
     @property
+    def layer_params(self) -> int:
+        """One dense decoder layer (attention + MLP): the size of a draft layer at the target's width."""
+        return (self.attn_params + self.mlp_params_per_expert) // self.layers
+
+    @property
+    def linear_params(self) -> int:
+        """Parameters of the decoder layers' linear projections: what FP8 weight quantisation converts
+        (vLLM's fp8 leaves the embedding and lm_head in the checkpoint dtype)."""
+        return self.attn_params + max(self.experts, 1) * self.mlp_params_per_expert
+
+    @property
     def mlp_params_per_expert(self) -> int:
         return self.layers * 3 * self.hidden * self.intermediate
 
@@ -74,6 +85,7 @@ class GPU:
     link_gb_s: float  # per-direction GPU-GPU bandwidth for all-reduce (NVLink, or PCIe)
     large: bool  # vLLM's "large GPU" defaults (>= 70 GiB and not A100)
     source: str = ""
+    fp8_tflops: float = 0.0  # dense FP8 tensor-core peak; 0 = no FP8 tensor cores (weight-only FP8 there)
 
 
 def _qwen3(name: str, hf: str, hidden: int, layers: int, heads: int, inter: int, tied: bool) -> ModelShape:
@@ -114,13 +126,16 @@ _SHAPES: tuple[ModelShape, ...] = (
 _GPUS: tuple[GPU, ...] = (
     GPU("H200", 989.0, 4.8, 139.8, 450.0, True,
         "NVIDIA H200 datasheet (SXM: 989 TFLOPS BF16 dense, 4.8 TB/s, NVLink 900 GB/s bidirectional); "
-        "139.8 GiB total from the vLLM 0.26 logs in benchmarks/reference/h200-vllm-0.26.0"),
+        "139.8 GiB total from the vLLM 0.26 logs in benchmarks/reference/h200-vllm-0.26.0; FP8 1,979 TFLOPS dense",
+        fp8_tflops=1979.0),
     GPU("H100", 989.0, 3.35, 79.19, 450.0, True,
-        "NVIDIA H100 SXM5 80GB datasheet (989 TFLOPS BF16 dense, 3.35 TB/s, NVLink 900 GB/s bidirectional)"),
+        "NVIDIA H100 SXM5 80GB datasheet (989 TFLOPS BF16 dense, 3.35 TB/s, NVLink 900 GB/s bidirectional; "
+        "FP8 1,979 TFLOPS dense)", fp8_tflops=1979.0),
     GPU("A100", 312.0, 2.039, 79.15, 300.0, False,
         "NVIDIA A100 80GB SXM datasheet (312 TFLOPS BF16 dense, 2,039 GB/s, NVLink 600 GB/s bidirectional)"),
     GPU("L40S", 362.05, 0.864, 44.39, 32.0, False,
-        "NVIDIA L40S datasheet (362.05 TFLOPS BF16 dense, 864 GB/s GDDR6, PCIe Gen4 x16 64 GB/s bidirectional)"),
+        "NVIDIA L40S datasheet (362.05 TFLOPS BF16 dense, 864 GB/s GDDR6, PCIe Gen4 x16 64 GB/s bidirectional; "
+        "FP8 733 TFLOPS dense)", fp8_tflops=733.0),
 )
 
 _GPU_ALIASES = {

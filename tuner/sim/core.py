@@ -77,6 +77,7 @@ class Core:
         self.heat = 0.0  # moving average of the FLOP-bound share of engine time, at heat_t
         self.heat_t = 0.0
         self.macro = True  # closed-form decode runs; False = one step at a time (same results, slower)
+        self.spec_frac = 0.0  # speculative decoding: fractional tokens carried to the next verify step
 
     # ---- sequence transitions -------------------------------------------------------------
     def _enter_decode(self, s: Seq) -> None:
@@ -93,15 +94,29 @@ class Core:
     def _leave_decode(self, s: Seq) -> None:
         j = len(self.dec_times)
         m = j - s.dec_start
+        over = max(0, m - (s.out - s.g0))  # a verify step of several tokens can pass the last one
+        m -= over
         s.gen, s.L = s.g0 + m, s.L0 + m
         if m:
-            s.pieces.append((s.dec_start, j))
+            s.pieces.append((s.dec_start, j - over))
         self.cnt[s.phase] -= 1
         self.n_dec -= 1
-        self.sum_l -= s.L
-        self.sum_rem -= s.out - s.gen
-        s.blocks = -(-s.L // self.bs)
+        self.sum_l -= s.L + over
+        self.sum_rem -= s.out - s.gen - over
+        s.blocks = -(-(s.L + over) // self.bs)  # blocks given for the passed positions are freed too
         s.ver += 1
+
+    def _spec_tokens(self, j: int) -> int:
+        """Tokens every decoding sequence gets from this step: 1, or with speculative decoding tau on
+        average (whole tokens, the fraction carried over); 1 when the KV pool cannot hold more."""
+        if self.cost.spec is None or not self.n_dec:
+            return 1
+        self.spec_frac += self.cost.tau
+        m = int(self.spec_frac)
+        self.spec_frac -= m
+        if m > 1 and self._blocks_for(j, m) > self.free:
+            return 1
+        return max(m, 1)
 
     def _release(self, s: Seq) -> None:
         if s.state == DECODE:

@@ -9,6 +9,12 @@ Each rate is the GPU's peak times a fitted efficiency. Added: per-step overhead 
 sampling, input preparation), a kernel-launch term when the batch runs outside CUDA graphs, a
 slowdown factor without torch.compile (vLLM `enforce_eager`), and for tensor parallelism two
 all-reduces per layer. The efficiencies and overheads are fitted by benchmarks/calibrate_sim.py.
+
+Levers (docs/sim.md): FP8 weights halve the linear layers' weight bytes and run them at the GPU's FP8
+peak (embedding and lm_head stay in the checkpoint dtype); an FP8 KV cache halves the KV bytes read
+per context token and runs attention at the FP8 peak (FlashAttention-3's FP8 path). Speculative
+decoding (tuner/sim/spec.py) widens every decode to k+1 verify tokens, adds the draft's cost, and
+yields tau tokens per verify step: decode-only steps are modelled as tau-th parts of a verify step.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from tuner.sim.catalog import GPU, ModelShape
+from tuner.sim.spec import DRAFT_NGRAM_S, DRAFT_PASS_S, DRAFT_VOCAB_EAGLE3, SpecPlan
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +45,12 @@ class Calibration:
     heat_tau_s: float = 2.0  # time constant of that moving average
     allreduce_lat_s: float = 8e-6  # per all-reduce latency (TP > 1)
     e_link: float = 0.7  # interconnect efficiency
+    # FP8 (levers): effective speed-up over BF16 of the linear layers with FP8 weights and of attention
+    # with an FP8 KV cache, where the GPU has FP8 tensor cores (1 = no gain beyond the halved bytes)
+    # (fitted by benchmarks/calibrate_fp8.py on the H200 FP8 points; 2.0 would be the datasheet ratio)
+    fp8_lin_gain: float = 1.35
+    fp8_attn_gain: float = 1.0
+    fp8_kv_gain: float = 1.4  # effective KV-read speed-up with an FP8 cache (2 = the halved bytes exactly)
 
     def as_dict(self) -> dict[str, float]:
         return asdict(self)
@@ -47,23 +60,33 @@ class StepCost:
     """Precomputed per-unit costs so a step's time is a handful of multiplications."""
 
     def __init__(self, shape: ModelShape, gpu: GPU, cal: Calibration, tp: int, dtype_bytes: int,
-                 eager: bool = False) -> None:
+                 eager: bool = False, *, fp8_weights: bool = False, fp8_kv: bool = False,
+                 spec: SpecPlan | None = None, graph_max: int = 0) -> None:
         peak = gpu.bf16_tflops * 1e12
         bw = gpu.hbm_tb_s * 1e12
-        self.c_lin = 2.0 * shape.active_params_per_token / tp / (peak * cal.e_lin)
+        # FP8 weights: linear layers at the FP8 peak where the GPU has one (weight-only FP8 elsewhere)
+        has_fp8 = gpu.fp8_tflops > 0
+        lin_peak = peak * min(cal.fp8_lin_gain, gpu.fp8_tflops * 1e12 / peak) if fp8_weights and has_fp8 else peak
+        attn_peak = peak * min(cal.fp8_attn_gain, gpu.fp8_tflops * 1e12 / peak) if fp8_kv and has_fp8 else peak
+        w_bytes = 1 if fp8_weights else dtype_bytes
+        self.c_lin = 2.0 * shape.active_params_per_token / tp / (lin_peak * cal.e_lin)
         self.c_lm = 2.0 * shape.hidden * shape.vocab / tp / (peak * cal.e_lin)
         moe_bytes = 0.0
         dense = shape.total_params
         if shape.experts:
-            moe_bytes = shape.experts * shape.mlp_params_per_expert * dtype_bytes / tp
+            moe_bytes = shape.experts * shape.mlp_params_per_expert * w_bytes / tp
             dense = shape.total_params - shape.experts * shape.mlp_params_per_expert
         if not shape.tied_embeddings:
             dense -= shape.vocab * shape.hidden  # the input embedding is gathered, not read whole
-        self.t_dense_w = dense * dtype_bytes / tp / (bw * cal.e_w)
+        lin_dense = shape.attn_params + (0 if shape.experts else shape.mlp_params_per_expert)
+        dense_bytes = dense * dtype_bytes - lin_dense * (dtype_bytes - w_bytes)
+        self.t_dense_w = dense_bytes / tp / (bw * cal.e_w)
         self.t_moe_w = moe_bytes / (bw * cal.e_w)
         self.moe_keep = (1.0 - shape.experts_per_token / shape.experts) if shape.experts else 0.0
-        self.c_attn = 4.0 * shape.layers * shape.heads * shape.head_dim / tp / (peak * cal.e_attn)
+        self.c_attn = 4.0 * shape.layers * shape.heads * shape.head_dim / tp / (attn_peak * cal.e_attn)
         self.c_kv = shape.kv_bytes_per_token(dtype_bytes) / tp / (bw * cal.e_kv)
+        if fp8_kv:
+            self.c_kv /= cal.fp8_kv_gain
         self.o_step = cal.o_step_s
         self.o_tok = cal.o_tok_s
         self.launch = cal.launch_per_layer_s * shape.layers
@@ -76,6 +99,42 @@ class StepCost:
             self.tp_tok = self.tp_lat = 0.0
         # decode-only steps: time = dec_a(n) + dec_b * total context (linear in context)
         self.dec_b = max(self.c_attn, self.c_kv) * self.mult
+        self.spec = spec
+        self.tau = 1.0  # tokens per decode step and sequence
+        self.width = 1  # tokens each decode feeds the model per step
+        if spec is not None:
+            self._init_spec(shape, cal, tp, dtype_bytes, peak, bw, spec, graph_max)
+
+    def _init_spec(self, shape: ModelShape, cal: Calibration, tp: int, nbytes: int, peak: float, bw: float,
+                   spec: SpecPlan, graph_max: int) -> None:
+        """Per-verify-step draft coefficients (draft weights in the checkpoint dtype, split by TP)."""
+        self.tau, self.width, self.graph_max = spec.tau, spec.width, graph_max
+        lay = spec.draft_layers * shape.layer_params
+        vocab = DRAFT_VOCAB_EAGLE3 if spec.method == "eagle3" else shape.vocab
+        head = shape.hidden * vocab
+        lin_c = 2.0 / tp / (peak * cal.e_lin)
+        w_t = nbytes / tp / (bw * cal.e_w)
+        ctx = spec.draft_layers / shape.layers  # draft KV per context token, relative to the target's
+        if spec.method == "ngram":
+            self.d_fixed, self.d_seq, self.d_ctx = 0.0, DRAFT_NGRAM_S, 0.0
+        elif spec.method == "dflash":  # one pass: layers over the k+1 block, target lm_head over k drafts
+            self.d_fixed = (lay + head) * w_t + DRAFT_PASS_S
+            self.d_seq = (lay * spec.width + head * spec.k) * lin_c
+            self.d_ctx = max(self.c_attn * spec.width, self.c_kv) * ctx
+        else:  # eagle3 / mtp: k autoregressive one-token passes
+            p = spec.passes
+            self.d_fixed = p * ((lay + head) * w_t + DRAFT_PASS_S)
+            self.d_seq = p * (lay + head) * lin_c
+            self.d_ctx = p * max(self.c_attn, self.c_kv) * ctx
+        # decode-only steps as tau-th parts of a verify step: k+1 queries per context token (KV read
+        # once) plus the draft's own KV
+        self.dec_b = (max(self.c_attn * spec.width, self.c_kv) * self.mult + self.d_ctx) / spec.tau
+
+    def spec_draft_time(self, n: int, ctx: float) -> float:
+        """Drafting for n sequences with `ctx` context tokens in all (weights read once per pass)."""
+        if n <= 0:
+            return 0.0
+        return max(self.d_fixed, n * self.d_seq) + ctx * self.d_ctx
 
     def weights_time(self, tokens: int) -> float:
         if self.t_moe_w:
@@ -83,11 +142,22 @@ class StepCost:
         return self.t_dense_w
 
     def step(self, tokens: int, logits: int, attn_pairs: float, kv_read: float, graphed: bool,
-             flop_mult: float = 1.0) -> float:
-        """Seconds for one step of `tokens` batched tokens sampling `logits` of them (FLOP terms x flop_mult)."""
+             flop_mult: float = 1.0, decodes: int = 0, decode_ctx: float = 0.0) -> float:
+        """Seconds for one step of `tokens` batched tokens sampling `logits` of them (FLOP terms x flop_mult).
+
+        `decodes` of the tokens are decoding sequences with `decode_ctx` context tokens in all: with
+        speculative decoding each of them verifies k more tokens and is drafted for."""
+        draft = 0.0
+        if self.spec is not None and decodes:
+            extra = decodes * self.spec.k
+            tokens += extra
+            logits += extra
+            attn_pairs += self.spec.k * decode_ctx
+            graphed = graphed and tokens <= self.graph_max
+            draft = self.spec_draft_time(decodes, decode_ctx)
         lin = max((tokens * self.c_lin + logits * self.c_lm) * flop_mult, self.weights_time(tokens))
         attn = max(attn_pairs * self.c_attn * flop_mult, kv_read * self.c_kv)
-        t = (lin + attn) * self.mult + self.o_step + tokens * self.o_tok
+        t = (lin + attn) * self.mult + self.o_step + tokens * self.o_tok + draft
         if not graphed:
             t += self.launch
         if self.tp_tok:
@@ -99,7 +169,17 @@ class StepCost:
         return ((tokens * self.c_lin + logits * self.c_lm) + attn_pairs * self.c_attn) * self.mult
 
     def decode_base(self, n: int, graphed: bool, flop_mult: float = 1.0) -> float:
-        """The context-independent part of a decode-only step of n sequences."""
+        """The context-independent part of a decode-only step of n sequences (with speculative
+        decoding: a tau-th of a verify step, so one step still yields one token per sequence)."""
+        if self.spec is not None:
+            w = n * self.width
+            lin = max(w * (self.c_lin + self.c_lm) * flop_mult, self.weights_time(w))
+            t = lin * self.mult + self.o_step + w * self.o_tok + self.spec_draft_time(n, 0.0)
+            if w > self.graph_max:
+                t += self.launch
+            if self.tp_tok:
+                t += self.tp_lat + w * self.tp_tok
+            return t / self.tau
         lin = max(n * (self.c_lin + self.c_lm) * flop_mult, self.weights_time(n))
         t = lin * self.mult + self.o_step + n * self.o_tok
         if not graphed:

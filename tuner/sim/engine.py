@@ -18,6 +18,7 @@ from tuner.sim.cost import Calibration, StepCost
 from tuner.sim.knobs import resolve_args
 from tuner.sim.memory import dtype_bytes, plan_sglang, plan_vllm
 from tuner.sim.sglang_sched import SGLangScheduler
+from tuner.sim.spec import plan as spec_plan
 from tuner.sim.vllm_sched import VLLMScheduler
 
 TOO_LONG = "prompt too long (HTTP 400)"
@@ -33,20 +34,31 @@ class SimulatedEngine:
 
     def __init__(self, *, flavour: str, gpu: str, shape: str, args: Mapping[str, Any], max_model_len: int,
                  tensor_parallel_size: int = 1, dtype: str = "bfloat16",
-                 calibration: Calibration | None = None) -> None:
+                 calibration: Calibration | None = None,
+                 speculative: Mapping[str, Mapping[str, Any]] | None = None) -> None:
+        """`speculative`: the study's figures per method (acceptance_length, at_tokens, draft_layers)."""
         self.flavour = flavour
         self.shape = get_shape(shape)
         self.gpu = get_gpu(gpu)
         self.max_model_len = max_model_len
-        self.tp = tensor_parallel_size
         self.cal = calibration or FITTED
         cfg = resolve_args(flavour, gpu, shape, max_model_len, args)
+        # layout: TP and DP from the args when given (vLLM / SGLang names), else the study's TP
+        self.tp = cfg.get("tensor_parallel_size") or cfg.get("tp_size") or tensor_parallel_size
+        self.dp = cfg.get("data_parallel_size") or cfg.get("dp_size") or 1
         nbytes = dtype_bytes(dtype)
+        fp8_w = cfg.get("quantization") == "fp8"
+        fp8_kv = "fp8" in str(cfg.get("kv_cache_dtype") or "")
+        self.spec = spec_plan(flavour, cfg, {k: dict(v) for k, v in (speculative or {}).items()})
+        draft_layers = self.spec.draft_layers if self.spec else 0
+        prec = {"fp8_weights": fp8_w, "fp8_kv": fp8_kv, "draft_layers": draft_layers}
         if flavour == "vllm":
-            plan = plan_vllm(self.shape, self.gpu, cfg, max_model_len, self.tp, dtype)
+            plan = plan_vllm(self.shape, self.gpu, cfg, max_model_len, self.tp, dtype, **prec)
             eager = cfg["enforce_eager"]
+            graph_max = 0 if eager else cfg["max_cudagraph_capture_size"]
         else:
-            plan = plan_sglang(self.shape, self.gpu, cfg, max_model_len, self.tp, dtype)
+            plan = plan_sglang(self.shape, self.gpu, cfg, max_model_len, self.tp, dtype, **prec)
+            graph_max = 0 if cfg["disable_cuda_graph"] else cfg["cuda_graph_max_bs"]
             if cfg["max_running_requests"] is None:
                 cfg["max_running_requests"] = sglang_max_running(plan.kv_tokens, max_model_len)
             if cfg["max_running_requests"] < 1:
@@ -56,7 +68,8 @@ class SimulatedEngine:
         self.plan = plan
         self.macro_steps = True  # False: step by step (for checking the closed-form decode runs)
         self.kv_capacity_tokens: int = plan.kv_tokens
-        self.cost = StepCost(self.shape, self.gpu, self.cal, self.tp, nbytes, eager)
+        self.cost = StepCost(self.shape, self.gpu, self.cal, self.tp, nbytes, eager, fp8_weights=fp8_w,
+                             fp8_kv=fp8_kv, spec=self.spec, graph_max=graph_max)
         block = cfg["block_size"] if flavour == "vllm" else cfg["page_size"]
         self.resolved: dict[str, Any] = {
             "engine": "sim",
@@ -65,9 +78,12 @@ class SimulatedEngine:
             "shape": self.shape.name,
             "model_hf_id": self.shape.hf_id,
             "max_model_len": max_model_len,
-            "tensor_parallel_size": self.tp,
             "dtype": dtype,
             **cfg,
+            "tensor_parallel_size": self.tp,
+            "data_parallel_size": self.dp,
+            "gpus": self.tp * self.dp,
+            "spec_tokens_per_step": round(self.spec.tau, 3) if self.spec else 1.0,
             "kv_capacity_tokens": plan.kv_tokens,
             "num_gpu_blocks": plan.kv_tokens // block,
             "weights_gib": round(plan.weights_gib, 3),
@@ -92,19 +108,34 @@ class SimulatedEngine:
 
     def run(self, requests: Sequence[Request], *, concurrency: int | None = None,
             max_sim_time_s: float | None = None) -> list[RequestRecord]:
-        """Serve the requests in virtual time; open loop by arrival_s, or closed loop with `concurrency`."""
+        """Serve the requests in virtual time; open loop by arrival_s, or closed loop with `concurrency`.
+
+        Data parallel: `dp` independent replicas; requests are dealt round-robin in arrival order (a
+        load balancer that keeps replicas evenly loaded), closed-loop clients split evenly."""
         # a run makes no reference cycles, only many small objects: the cycle collector would only walk
         # them (about 10 % of a run's CPU time); refcounting still frees everything
         enabled = gc.isenabled()
         gc.disable()
         try:
-            return self._run(requests, concurrency, max_sim_time_s)
+            if self.dp <= 1 or len(requests) < 2:
+                return self._run(requests, concurrency, max_sim_time_s)
+            order = sorted(range(len(requests)), key=lambda i: requests[i].arrival_s)
+            out: list[RequestRecord | None] = [None] * len(requests)
+            for r in range(self.dp):
+                idx = order[r::self.dp]
+                if not idx:
+                    continue
+                conc = None if concurrency is None else max(1, (concurrency + self.dp - 1 - r) // self.dp)
+                for i, rec in zip(idx, self._run([requests[i] for i in idx], conc, max_sim_time_s), strict=True):
+                    out[i] = rec
+            return [rec for rec in out if rec is not None]
         finally:
             if enabled:
                 gc.enable()
 
     def _run(self, requests: Sequence[Request], concurrency: int | None,
              max_sim_time_s: float | None) -> list[RequestRecord]:
+        """One replica serving all of `requests`."""
         sched = self.new_scheduler()
         n = len(requests)
         seqs = [Seq(i, r.input_len, r.output_len, r.arrival_s, r.prefix_group, r.prefix_len)

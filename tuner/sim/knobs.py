@@ -28,6 +28,14 @@ VLLM_KNOBS: dict[str, type] = {
     "enforce_eager": bool,
     "max_cudagraph_capture_size": int,
     "kv_cache_memory_bytes": int,
+    # levers (docs/sim.md "Levers"): precision, speculative decoding, layout, streaming
+    "kv_cache_dtype": str,
+    "quantization": str,
+    "speculative_config": dict,
+    "tensor_parallel_size": int,
+    "data_parallel_size": int,
+    "stream_interval": int,
+    "attention_backend": str,
 }
 
 SGLANG_KNOBS: dict[str, type] = {
@@ -41,12 +49,32 @@ SGLANG_KNOBS: dict[str, type] = {
     "cuda_graph_max_bs": int,
     "disable_cuda_graph": bool,
     "disable_radix_cache": bool,
+    "kv_cache_dtype": str,
+    "quantization": str,
+    "speculative_algorithm": str,
+    "speculative_num_steps": int,
+    "speculative_eagle_topk": int,
+    "speculative_num_draft_tokens": int,
+    "speculative_draft_model_path": str,
+    "tp_size": int,
+    "dp_size": int,
+    "enable_mixed_chunk": bool,
+    "enable_torch_compile": bool,
+    "attention_backend": str,
+    "stream_interval": int,
 }
 
 CHOICES: dict[str, tuple[str, ...]] = {
     "scheduling_policy": ("fcfs", "priority"),
     "schedule_policy": ("fcfs", "lpm", "dfs-weight", "lof", "random"),
+    "kv_cache_dtype": ("auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2"),
+    "quantization": ("fp8",),  # the only weight quantisation the sim models
+    "speculative_algorithm": ("NGRAM", "EAGLE", "EAGLE3", "DFLASH", "NEXTN"),
 }
+# knobs that default to "not set" (None) on both flavours; listed once so defaults stay short
+_UNSET_VLLM = ("kv_cache_dtype", "quantization", "speculative_config", "attention_backend")
+_UNSET_SGLANG = ("quantization", "speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk",
+                 "speculative_num_draft_tokens", "speculative_draft_model_path", "attention_backend")
 
 
 def knobs(flavour: str) -> dict[str, type]:
@@ -96,6 +124,10 @@ def default_args(flavour: str, gpu: str, shape: str, max_model_len: int) -> dict
             "enforce_eager": False,
             "max_cudagraph_capture_size": min(2 * mns, 512),
             "kv_cache_memory_bytes": None,
+            **dict.fromkeys(_UNSET_VLLM),
+            "tensor_parallel_size": None,  # None: the study's model.tensor_parallel_size
+            "data_parallel_size": 1,
+            "stream_interval": 1,
         }
     if flavour == "sglang":
         chunk = _sglang_chunk(g)
@@ -110,6 +142,13 @@ def default_args(flavour: str, gpu: str, shape: str, max_model_len: int) -> dict
             "cuda_graph_max_bs": 256 if g.large else 160,
             "disable_cuda_graph": False,
             "disable_radix_cache": False,
+            **dict.fromkeys(_UNSET_SGLANG),
+            "kv_cache_dtype": "auto",
+            "tp_size": None,  # None: the study's model.tensor_parallel_size
+            "dp_size": 1,
+            "enable_mixed_chunk": False,
+            "enable_torch_compile": False,
+            "stream_interval": 1,
         }
     knobs(flavour)  # raises
     return {}
@@ -138,7 +177,19 @@ def _coerce(name: str, kind: type, value: Any, where: str) -> Any:
                 return float(value)
             except ValueError:
                 pass
+    elif kind is dict:
+        if isinstance(value, str):
+            import json
+
+            try:
+                value = json.loads(value)
+            except ValueError:
+                raise SpecError(f"{name}={value!r} is not valid JSON", where, "give a JSON object") from None
+        if isinstance(value, dict):
+            return value
     elif kind is str and isinstance(value, str):
+        if name == "speculative_algorithm":
+            value = value.upper()
         choices = CHOICES.get(name)
         if choices and value not in choices:
             raise SpecError(f"{name}={value!r} is not a valid choice", where, f"use one of {list(choices)}")
@@ -163,6 +214,9 @@ def resolve_args(
         user_set_mns |= key == "max_num_seqs"
     if flavour == "vllm" and "max_cudagraph_capture_size" not in args and user_set_mns:
         out["max_cudagraph_capture_size"] = min(2 * out["max_num_seqs"], 512)
+    for key in ("tensor_parallel_size", "data_parallel_size", "tp_size", "dp_size", "stream_interval"):
+        if out.get(key) is not None and out[key] < 1:
+            raise SpecError(f"{key}={out[key]} must be >= 1", f"args.{key}", "give 1 or more")
     if flavour == "vllm" and out["enforce_eager"]:
         out["max_cudagraph_capture_size"] = 0
     return out

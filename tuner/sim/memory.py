@@ -68,8 +68,20 @@ def check_common(shape: ModelShape, max_model_len: int, tp: int) -> None:
         )
 
 
-def _weights(shape: ModelShape, tp: int, nbytes: int) -> float:
-    return shape.total_params * nbytes / tp / GIB
+def _weights(shape: ModelShape, tp: int, nbytes: int, fp8_weights: bool = False, draft_layers: int = 0) -> float:
+    """Weights per rank: FP8 converts the decoder layers' linear projections only (1 byte each); a
+    draft model adds `draft_layers` layers at the target's width in the checkpoint dtype."""
+    total = shape.total_params * nbytes
+    if fp8_weights:
+        total -= shape.linear_params * (nbytes - 1)
+    total += draft_layers * shape.layer_params * nbytes
+    return total / tp / GIB
+
+
+def _kv_per_token(shape: ModelShape, tp: int, nbytes: int, fp8_kv: bool, draft_layers: int) -> int:
+    """KV bytes per token per rank: 1 byte per element with an FP8 cache; draft layers keep their own KV."""
+    per = shape.kv_bytes_per_token(1 if fp8_kv else nbytes) * (shape.layers + draft_layers) // shape.layers
+    return per // tp
 
 
 def _oom(what_gib: float, free_gib: float, total_gib: float) -> EngineStartError:
@@ -80,7 +92,8 @@ def _oom(what_gib: float, free_gib: float, total_gib: float) -> EngineStartError
     )
 
 
-def plan_vllm(shape: ModelShape, gpu: GPU, a: dict[str, Any], max_model_len: int, tp: int, dtype: str) -> MemoryPlan:
+def plan_vllm(shape: ModelShape, gpu: GPU, a: dict[str, Any], max_model_len: int, tp: int, dtype: str, *,
+              fp8_weights: bool = False, fp8_kv: bool = False, draft_layers: int = 0) -> MemoryPlan:
     nb = dtype_bytes(dtype)
     check_common(shape, max_model_len, tp)
     gmu, mbt, mns, bs = a["gpu_memory_utilization"], a["max_num_batched_tokens"], a["max_num_seqs"], a["block_size"]
@@ -104,7 +117,7 @@ def plan_vllm(shape: ModelShape, gpu: GPU, a: dict[str, Any], max_model_len: int
         )
     total = gpu.mem_gib
     free = total - FREE_AT_START_GIB
-    weights = _weights(shape, tp, nb)
+    weights = _weights(shape, tp, nb, fp8_weights, draft_layers)
     act = activation_gib(shape, mbt, tp)
     graphs = 0.0 if a["enforce_eager"] else cuda_graph_gib(shape, a["max_cudagraph_capture_size"])
     if weights > free:
@@ -133,7 +146,7 @@ def plan_vllm(shape: ModelShape, gpu: GPU, a: dict[str, Any], max_model_len: int
             )
     if weights + act + NON_TORCH_GIB + kv + graphs > free:
         raise _oom(graphs, free - weights - act - NON_TORCH_GIB - kv, total)
-    per_tok = shape.kv_bytes_per_token(nb) // tp
+    per_tok = _kv_per_token(shape, tp, nb, fp8_kv, draft_layers)
     blocks = int(kv * GIB // (per_tok * bs))
     tokens = blocks * bs
     if tokens < max_model_len:
@@ -148,7 +161,8 @@ def plan_vllm(shape: ModelShape, gpu: GPU, a: dict[str, Any], max_model_len: int
     return MemoryPlan(weights, act, graphs, kv, tokens, per_tok)
 
 
-def plan_sglang(shape: ModelShape, gpu: GPU, a: dict[str, Any], max_model_len: int, tp: int, dtype: str) -> MemoryPlan:
+def plan_sglang(shape: ModelShape, gpu: GPU, a: dict[str, Any], max_model_len: int, tp: int, dtype: str, *,
+                fp8_weights: bool = False, fp8_kv: bool = False, draft_layers: int = 0) -> MemoryPlan:
     nb = dtype_bytes(dtype)
     check_common(shape, max_model_len, tp)
     mfs, chunk, page = a["mem_fraction_static"], a["chunked_prefill_size"], a["page_size"]
@@ -158,13 +172,13 @@ def plan_sglang(shape: ModelShape, gpu: GPU, a: dict[str, Any], max_model_len: i
         raise EngineStartError(TrialOutcome.START_FAILED, "ValueError: page_size, chunked_prefill_size and max_prefill_tokens must be positive")
     total = gpu.mem_gib
     free = total - FREE_AT_START_GIB
-    weights = _weights(shape, tp, nb)
+    weights = _weights(shape, tp, nb, fp8_weights, draft_layers)
     if weights > free:
         raise _oom(weights, free, total)
     kv = mfs * total - weights
     if kv <= 0:
         raise EngineStartError(TrialOutcome.OOM, "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.")
-    per_tok = shape.kv_bytes_per_token(nb) // tp
+    per_tok = _kv_per_token(shape, tp, nb, fp8_kv, draft_layers)
     tokens = int(kv * GIB // (per_tok * page)) * page
     act = activation_gib(shape, chunk if chunk > 0 else max_model_len, tp)
     graph_bs = 0 if a["disable_cuda_graph"] else a["cuda_graph_max_bs"]

@@ -254,11 +254,13 @@ def _parser(flavour: str | None) -> argparse.ArgumentParser:
     if flavour is not None:
         for name, kind in knobs(flavour).items():
             flag = "--" + name.replace("_", "-")
+            if flag in ap._option_string_actions:  # layout flags (--tensor-parallel-size, --tp-size) above
+                continue
             extra = ["--kv-cache-memory"] if name == "kv_cache_memory_bytes" else []
             if kind is bool:
                 ap.add_argument(flag, *extra, dest=name, action=argparse.BooleanOptionalAction, default=None)
-            else:
-                ap.add_argument(flag, *extra, dest=name, type=kind, default=None)
+            else:  # a dict knob (--speculative-config) is one JSON value, as on the real engines
+                ap.add_argument(flag, *extra, dest=name, type=json.loads if kind is dict else kind, default=None)
     return ap
 
 
@@ -268,7 +270,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     a = _parser(pre.flavour).parse_args(argv)
     faults = Faults.from_args(a)
     faults.at_start()
-    args = {k: getattr(a, k) for k in knobs(a.flavour) if getattr(a, k) is not None}
+    args = {k: getattr(a, k) for k in knobs(a.flavour) if getattr(a, k, None) is not None}
     try:
         shape = a.shape or shape_for(a.model)
         from tuner.sim.catalog import get_shape

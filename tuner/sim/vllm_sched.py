@@ -35,7 +35,7 @@ class VLLMScheduler(Core):
             return True
         s = self.waiting[0]
         rem = s.target - s.L
-        budget = self.mbt - self.n_dec
+        budget = self.mbt - self.n_dec * self.cost.width
         c = min(rem, budget, self.threshold)
         if c <= 0 or (c < rem and not self.chunked):
             return True
@@ -56,7 +56,8 @@ class VLLMScheduler(Core):
         bs = self.bs
         j = len(self.dec_times)
         preempted = False
-        need = self.cnt[j % bs] if self.n_dec else 0
+        m = self._spec_tokens(j)  # tokens each decode gets this step (1 without speculative decoding)
+        need = (self.cnt[j % bs] if m == 1 else self._blocks_for(j, m)) if self.n_dec else 0
         while need > self.free:
             victim = self._newest()
             if victim.state == DECODE and victim.phase == j % bs:
@@ -64,7 +65,7 @@ class VLLMScheduler(Core):
             self._preempt(victim)
             preempted = True
         self.free -= need
-        budget = self.mbt - self.n_dec
+        budget = self.mbt - self.n_dec * self.cost.width
         chunks: list[tuple[Seq, int]] = []
         partial = 0
         for s in list(self.prefilling) if self.prefilling else ():
@@ -119,20 +120,24 @@ class VLLMScheduler(Core):
             kv += s.L + c
             if s.L + c == s.target:
                 logits += 1
+        spec = {"decodes": n, "decode_ctx": float(self.sum_l + n)} if self.cost.spec is not None else {}
         if self.heat_k:
-            m = self._flop_mult(self.now)
-            dur = self.cost.step(tokens, logits, pairs, kv, tokens <= self.graph_max, m)
-            self._heat_add(dur, self.cost.flop_time(tokens, logits, pairs) * m / dur)
+            m_clk = self._flop_mult(self.now)
+            dur = self.cost.step(tokens, logits, pairs, kv, tokens <= self.graph_max, m_clk, **spec)
+            self._heat_add(dur, self.cost.flop_time(tokens, logits, pairs) * m_clk / dur)
         else:
-            dur = self.cost.step(tokens, logits, pairs, kv, tokens <= self.graph_max)
+            dur = self.cost.step(tokens, logits, pairs, kv, tokens <= self.graph_max, **spec)
         self.now += dur
         t_out = self.now + self.frontend
         self.steps += 1
         if n:
             dec = self.dec_times
-            dec.append(t_out)
-            self.sum_l += n
-            self.sum_rem -= n
+            if m == 1:
+                dec.append(t_out)
+            else:
+                dec.extend([t_out] * m)
+            self.sum_l += n * m
+            self.sum_rem -= n * m
             heap = self.heap
             if heap and heap[0][0] <= len(dec):
                 self._pop_finished(t_out)

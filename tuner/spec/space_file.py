@@ -15,6 +15,7 @@ from pydantic import ConfigDict, Field, model_validator
 from tuner.spec.strict import Strict
 
 Scalar = int | float | str | bool
+OutputClass = Literal["fp8_weights", "fp8_kv_cache", "speculative_decoding"]
 
 
 class Param(Strict):
@@ -25,8 +26,14 @@ class Param(Strict):
     log: bool = False
     choices: list[Scalar] | None = None
     default: Scalar | None = None  # the engine's own default (None: the engine decides; omit the flag)
-    when: dict[str, Scalar] | None = None  # active only if these params have these values
+    when: dict[str, Scalar | list[Scalar]] | None = None  # active only if these params have these values
     help: str = ""
+    # Levers (docs/search.md): a param that can change outputs is searched only when the study allows its
+    # class; a choice that needs a study-named method (a draft model) is offered only when the study names
+    # it (choice -> method in study.speculative.methods), and that method's draft model goes into draft_arg.
+    output_class: OutputClass | None = None
+    choice_needs: dict[str, str] = {}
+    draft_arg: str | None = None
 
     @model_validator(mode="after")
     def _check(self) -> Param:
@@ -49,17 +56,24 @@ class Param(Strict):
                              " | fix: narrow it with choices")
         if self.type != "categorical" and self.choices is not None:
             raise ValueError(f"choices only apply to categorical parameters, not {self.type}")
+        unknown = [c for c in self.choice_needs if c not in (self.choices or [])]
+        if unknown:
+            raise ValueError(f"choice_needs names choices {unknown} that are not in choices")
         return self
 
 
-_OPERAND = r"([A-Za-z_][A-Za-z0-9_]*|-?[0-9]*\.?[0-9]+)"
-_REQUIRE = re.compile(rf"^\s*{_OPERAND}\s*(<=|>=|<|>|==|!=)\s*{_OPERAND}\s*$")
+_NAME = r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*"  # dotted: a field of a structured arg
+_OPERAND = rf"({_NAME}|-?[0-9]*\.?[0-9]+)"
+_SIDE = rf"({_OPERAND}(?:\s*\*\s*{_OPERAND})?)"  # a name, a number, or a product of two
+_REQUIRE = re.compile(rf"^\s*{_SIDE}\s*(<=|>=|<|>|==|!=)\s*{_SIDE}\s*$")
 
 
 class Constraint(Strict):
     """``require: "a <= b"`` between parameters, ``max_model_len`` or numbers, optionally under ``if``.
 
-    action ``repair`` moves the left-hand parameter to the nearest valid value; ``reject`` skips the config.
+    Either side may be a product ``a * b`` (e.g. ``max_num_seqs * decode_width``, where ``decode_width``
+    is 1 + the speculative tokens per step). action ``repair`` moves the left-hand parameter to the
+    nearest valid value; ``reject`` skips the config.
     """
 
     require: str
@@ -80,7 +94,12 @@ class Constraint(Strict):
     def parts(self) -> tuple[str, str, str]:
         m = _REQUIRE.match(self.require)
         assert m is not None
-        return m.group(1), m.group(2), m.group(3)
+        return _squash(m.group(1)), m.group(4), _squash(m.group(5))
+
+
+def _squash(side: str) -> str:
+    """``a  *  b`` -> ``a*b`` (one spelling for products)."""
+    return "*".join(t.strip() for t in side.split("*"))
 
 
 class SearchSpaceFile(Strict):

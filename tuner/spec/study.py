@@ -16,6 +16,9 @@ from tuner.spec.space_file import SearchSpaceRef
 from tuner.spec.strict import Strict
 from tuner.spec.workload import Workload
 
+# Classes of knobs that can change a model's outputs; a study opts into each one (`allow:`).
+OutputClass = Literal["fp8_weights", "fp8_kv_cache", "speculative_decoding"]
+SpecMethodName = Literal["ngram", "eagle3", "dflash", "mtp"]
 
 class ModelSpec(Strict):
     name: str = Field(min_length=1)  # local path or hub id passed to the engine
@@ -79,8 +82,35 @@ class CapacitySettings(Strict):
         return self
 
 
+class SpecMethod(Strict):
+    """One speculative-decoding method the study offers (see docs/search.md, "Levers")."""
+
+    draft_model: str | None = None  # eagle3 / dflash: the draft's hub id or path (never sampled)
+    acceptance_length: float | None = Field(default=None, ge=1.0)  # sim: mean tokens per verify step
+    at_tokens: int | None = Field(default=None, ge=1)  # ... measured with this many draft tokens
+    draft_layers: int | None = Field(default=None, ge=0)  # sim: the draft's depth (default per method)
+
+
+class Speculative(Strict):
+    """Which speculative-decoding methods exist for this model. ngram needs nothing and is always on
+    offer once `speculative_decoding` is allowed; eagle3 and dflash need `draft_model`; mtp needs an
+    entry (the target model carries its own MTP layers)."""
+
+    methods: dict[SpecMethodName, SpecMethod] = {}
+
+    @model_validator(mode="after")
+    def _drafts(self) -> Speculative:
+        for name in ("eagle3", "dflash"):
+            m = self.methods.get(name)  # type: ignore[call-overload]
+            if m is not None and not m.draft_model:
+                raise ValueError(f"speculative method {name} needs draft_model | fix: name the draft model "
+                                 f"(e.g. a {name} draft trained for this target) or drop the entry")
+        return self
+
+
 class Objective(Strict):
     metric: str = "output_throughput"  # maximised at the SLA capacity
+    per_gpu: bool = False  # divide the objective by the trial's GPU count (tensor x data parallel)
     mode: Literal["constrained", "multi"] = "constrained"  # multi: throughput vs p99 latency (Pareto)
     latency_metric: str = "p99_ttft_ms"  # second objective in multi mode and for the Pareto front
     # Optional, and only ever the metric's natural direction (latencies down, throughputs up): writing it
@@ -168,6 +198,9 @@ class Study(Strict):
     seed: int = Field(default=0, ge=0, le=2**32 - 1)  # numpy and Optuna seeds are 32-bit unsigned
     engine: str | list[str]  # registered engine names (tuner.engines.registry)
     model: ModelSpec
+    allow: list[OutputClass] = []  # output-changing knob classes this study may search (default: none)
+    speculative: Speculative = Speculative()
+    output_check: Literal["off", "required"] = "off"  # compare outputs with the baseline (real weights only)
     sim: SimSettings = SimSettings()
     engines: dict[str, EngineSettings] = {}  # run settings per real engine
     search_space: SearchSpaceRef | dict[str, SearchSpaceRef] = SearchSpaceRef()
