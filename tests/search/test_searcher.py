@@ -132,7 +132,9 @@ def test_grid_algorithm_walks_the_grid_then_finishes() -> None:
     study = make_study(search={"algorithm": "grid", "baseline_first": False},
                        search_space={"overrides": {"max_num_batched_tokens": {"low": 8192, "high": 8192},
                                                    "block_size": {"choices": [16]},
-                                                   "scheduling_policy": {"choices": ["fcfs"]}}})
+                                                   "scheduling_policy": {"choices": ["fcfs"]}},
+                                     "exclude": ["enable_prefix_caching", "long_prefill_token_threshold",
+                                                 "max_cudagraph_capture_size", "stream_interval"]})
     core, space = core_for(study)
     expected = len(space.engines["vllm"].grid(3))
     launched = []

@@ -93,7 +93,9 @@ def app_args(study: Study, trial: TrialResult, *, capacity: float | None = None,
         sim=sim,
         accelerator_type=None if engine.simulated else accelerator_type(hardware(study, trial)),
         start_timeout_s=600.0 if sim is not None else settings.start_timeout_s,
-        lineage=dict(lineage or {}),
+        # output-changing levers travel with the config (served back on GET /servetune)
+        lineage={**(lineage or {}), "output_labels": ",".join(trial.labels) or "none",
+                 "output_check": trial.output_check or "not recorded"},
     )
 
 

@@ -20,6 +20,7 @@ from ray import tune
 from tuner.common.errors import DiskFullError
 from tuner.run.outputs import read_trials, write_trials
 from tuner.run.signals import Interrupt, InterruptStopper
+from tuner.search import levers
 from tuner.search.ask_tell import Suggestion
 from tuner.search.resume import open_storage
 from tuner.search.space import Space
@@ -160,6 +161,23 @@ def trial_resources(study: Study, engine: str) -> dict[str, float]:
     return {"cpu": study.resources.cpus_per_trial, "gpu": gpus}
 
 
+def layout_resources(study: Study, engine: str) -> Any:
+    """Per-trial resources: a trial whose args set a parallel layout holds TP x DP GPUs (when trials
+    hold GPUs at all: a GPU cluster or resources.gpus_per_trial), else `trial_resources`."""
+    from ray.tune import PlacementGroupFactory
+
+    base = trial_resources(study, engine)
+
+    def per_trial(config: dict[str, Any]) -> PlacementGroupFactory:
+        args = config.get("args") or {}
+        gpus = base["gpu"]
+        if gpus > 0 and any(k in args for k in levers.LAYOUT_ARGS):
+            gpus = float(levers.gpus(args, study.model.tensor_parallel_size))
+        return PlacementGroupFactory([{"CPU": base["cpu"], "GPU": gpus}])
+
+    return per_trial
+
+
 def run_search(study: Study, study_data: dict[str, Any], space: Space, out: Path, base_dir: Path,
                tracker: StudyTracker, progress: Any, *, trials: int, max_concurrent: int, resume: bool) -> SearchRun:
     from tuner.search.prescreen import warm_configs
@@ -172,9 +190,8 @@ def run_search(study: Study, study_data: dict[str, Any], space: Space, out: Path
     if resume:
         recorder.reconcile()
     engines = study.engine_names
-    res = trial_resources(study, engines[0])
     fn = tune.with_parameters(trainable, study_data=study_data, output_dir=str(out), base_dir=str(base_dir))
-    fn = tune.with_resources(fn, res)
+    fn = tune.with_resources(fn, layout_resources(study, engines[0]))
     storage = str((out / "tune").resolve())
     searcher = make_searcher(study, space, warm_configs(study),
                              storage=open_storage(out, study.name, fresh=not resume))

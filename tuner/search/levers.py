@@ -82,6 +82,21 @@ def guard(params: dict[str, Param], fixed: Mapping[str, Any], study: Study, wher
     return pinned
 
 
+def output_check(study: Study, args: Mapping[str, Any]) -> str:
+    """The output check's verdict for a config, as every record states it (never "passed" unless run).
+
+    With random weights (the simulator, or load_format: dummy) agreement with the baseline means
+    nothing, so the check is "not_applicable", whatever the study asks."""
+    used = labels(args)
+    if not used:
+        return "not_needed"
+    if study.engine_names == ["sim"] or (study.model.load_format or "") == "dummy":
+        return "not_applicable: random weights"
+    if study.output_check == "off":
+        return "not_run: output_check is off"
+    return "not_run: the greedy agreement check against the baseline is not implemented yet"
+
+
 def derived(context: Mapping[str, Any]) -> dict[str, Any]:
     """Quantities constraints may name that no single param holds.
 
@@ -130,6 +145,9 @@ def _put(out: dict[str, Any], nested: dict[str, dict[str, Any]], name: str, valu
         nested.setdefault(head, {})[field] = value
     else:
         out[name] = value
+
+
+LAYOUT_ARGS = ("tensor_parallel_size", "data_parallel_size", "tp_size", "dp_size")
 
 
 def gpus(args: Mapping[str, Any], model_tp: int = 1) -> int:

@@ -240,16 +240,17 @@ def build_space(study: Study, base_dir: Path | None = None) -> Space:
             pinned=pinned,
             study=study,
         )
-        _check_constraints(engines[engine], where, len(spec.constraints))
+        _check_constraints(engines[engine], where, len(spec.constraints), set(spec.params))
     return Space(engines)
 
 
-def _check_constraints(sp: EngineSpace, where: str, n_file: int = 0) -> None:
+def _check_constraints(sp: EngineSpace, where: str, n_file: int = 0, file_params: set[str] | None = None) -> None:
     """Constraints must name known parameters, and a reject constraint must be able to hold.
 
     The first `n_file` constraints come from the space file; the rest are the study's own, reported
     by their index in the study's search_space.constraints."""
-    known = {*sp.params, *sp.fixed, "max_model_len", *levers.DERIVED}
+    # a param of the file that is excluded or pinned keeps its name: constraints on it are skipped
+    known = {*sp.params, *sp.fixed, *(file_params or ()), "max_model_len", *levers.DERIVED}
 
     def loc(i: int) -> str:
         return f"{where}.constraints[{i - n_file}]" if i >= n_file else f"{where}.file constraints[{i}]"

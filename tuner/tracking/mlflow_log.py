@@ -183,6 +183,8 @@ class StudyTracker:
                 "servetune.feasible": str(t.feasible).lower(),
                 "servetune.binding_sla": binding or "none",
                 "servetune.binding": t.binding[:5000] or "none",
+                "servetune.output_labels": ",".join(t.labels) or "none",
+                "servetune.output_check": t.output_check or "not recorded",
             },
         )
         rid = run.info.run_id

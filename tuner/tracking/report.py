@@ -157,7 +157,7 @@ def trial_table(trials: Sequence[TrialResult], objective_metric: str, latency_me
     """Every trial in number order, with its outcome and the reason for it."""
     e = html.escape
     head = ["#", "trial", "engine", "outcome", "reason", "capacity", "bound by", objective_metric, latency_metric,
-            "params", "wall s"]
+            "params", "output-changing", "wall s"]
     rows = []
     for t in sorted(trials, key=lambda t: t.number):
         role = "promoted" if t.trial_id == promoted_trial_id else "baseline" if t.trial_id == baseline_trial_id else ""
@@ -165,7 +165,9 @@ def trial_table(trials: Sequence[TrialResult], objective_metric: str, latency_me
             "engine defaults" if t.baseline else "")
         cells = [str(t.number), t.trial_id + (f" ({role})" if role else ""), t.engine, t.outcome.value,
                  t.reason, _fmt(t.capacity), t.binding or "", _fmt(t.objective if t.feasible else None),
-                 _fmt(t.latency(latency_metric)), params, f"{t.wall_s:.1f}"]
+                 _fmt(t.latency(latency_metric)), params,
+                 (", ".join(t.labels) + f" (output check: {t.output_check or 'not recorded'})") if t.labels else "",
+                 f"{t.wall_s:.1f}"]
         klass = "ok" if t.feasible else "bad"
         tds = "".join(f'<td class="{klass}">{e(c)}</td>' if i == 3 else f"<td>{e(c)}</td>"
                       for i, c in enumerate(cells))

@@ -34,6 +34,14 @@ class TrialResult:
     mlflow_run_id: str | None = None
     notes: list[str] = field(default_factory=list)  # e.g. constraint repairs
     binding: str = ""  # the SLA term that bound the capacity, in words (tuner.trial.binding)
+    output_check: str = ""  # verdict of the output check against the baseline (tuner.search.levers)
+
+    @property
+    def labels(self) -> list[str]:
+        """Output-changing classes this config uses (fp8_weights, fp8_kv_cache, speculative_decoding)."""
+        from tuner.search.levers import labels
+
+        return labels(self.args)
 
     @property
     def feasible(self) -> bool:
@@ -68,6 +76,8 @@ class TrialResult:
             "resolved_json": json.dumps(self.resolved, default=str),
             "notes_json": json.dumps(self.notes),
             "binding": self.binding,
+            "output_labels": ",".join(self.labels),
+            "output_check": self.output_check,
         }
         for k, v in self.params.items():
             row[f"param.{k}"] = str(v)
@@ -101,6 +111,7 @@ class TrialResult:
             mlflow_run_id=row.get("mlflow_run_id"),
             notes=json.loads(row.get("notes_json") or "[]"),
             binding=row.get("binding") or "",
+            output_check=row.get("output_check") or "",
         )
 
     def to_json(self) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from tuner.common.errors import EngineStartError, SpecError
+from tuner.search import levers
 from tuner.spec.sla import max_violation
 from tuner.spec.study import Study
 from tuner.trial.outcome import TrialOutcome
@@ -44,6 +45,7 @@ def run_trial(study: Study, plan: TrialPlan, trial_dir: Path, *, base_dir: Path 
     result = TrialResult(
         trial_id=plan.trial_id, number=plan.number, engine=plan.engine, params=plan.params, args=plan.args,
         outcome=TrialOutcome.START_FAILED, baseline=plan.baseline, seed=plan.seed, notes=list(plan.notes),
+        output_check=levers.output_check(study, plan.args),
     )
     t0 = time.monotonic()
     from tuner.engines import get_engine
@@ -182,6 +184,8 @@ def _finish(study: Study, cap: Any, result: TrialResult, trial_dir: Path,
         result.outcome = TrialOutcome.OK
         result.capacity = cap.capacity
         result.objective = cap.best.summary.get(study.objective.metric)
+        if study.objective.per_gpu and result.objective is not None:
+            result.objective /= levers.gpus(result.args, study.model.tensor_parallel_size)
         result.reason = f"SLA met up to {cap.capacity:.3g} {'req/s' if study.capacity.mode == 'rate' else 'concurrent'}"
         return
     summary = result.metrics
