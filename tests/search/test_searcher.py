@@ -5,7 +5,7 @@ from __future__ import annotations
 import optuna
 import pytest
 
-from tests.search.helpers import core_for, make_study, synthetic
+from tests.search.helpers import SMALL_LEVERS, core_for, make_study, synthetic
 from tuner.search.ask_tell import TrialReport
 from tuner.search.searcher import make_searcher
 from tuner.trial.outcome import TrialOutcome
@@ -133,8 +133,7 @@ def test_grid_algorithm_walks_the_grid_then_finishes() -> None:
                        search_space={"overrides": {"max_num_batched_tokens": {"low": 8192, "high": 8192},
                                                    "block_size": {"choices": [16]},
                                                    "scheduling_policy": {"choices": ["fcfs"]}},
-                                     "exclude": ["enable_prefix_caching", "long_prefill_token_threshold",
-                                                 "max_cudagraph_capture_size", "stream_interval"]})
+                                     "exclude": SMALL_LEVERS})
     core, space = core_for(study)
     expected = len(space.engines["vllm"].grid(3))
     launched = []
@@ -146,7 +145,8 @@ def test_grid_algorithm_walks_the_grid_then_finishes() -> None:
 
 
 def test_duplicates_are_not_relaunched() -> None:
-    core, space = core_for(make_study(search={"algorithm": "random", "baseline_first": False}))
+    core, space = core_for(make_study(search={"algorithm": "random", "baseline_first": False},
+                                      search_space={"exclude": SMALL_LEVERS}))
     params = {"vllm.max_num_seqs": 64, "vllm.max_num_batched_tokens": 4096, "vllm.gpu_memory_utilization": 0.9,
               "vllm.block_size": 16, "vllm.enable_chunked_prefill": True, "vllm.max_num_partial_prefills": 1,
               "vllm.scheduling_policy": "fcfs"}

@@ -74,15 +74,20 @@ def check_engines(study: Study, space: Space) -> None:
             raise SpecError(f"engine argument name {bad[0]!r} is not a snake_case name", where,
                             "write names like max_num_seqs (servetune makes the --flag from it)")
         engine.preflight(study)
-        try:
-            # the engine's run settings (its own interpreter): arguments are checked by its own parser
-            launch = LaunchSpec.for_check(study.model, engine.run_settings(study))
-            engine.check_args({**sp.defaults(), **sp.fixed}, launch)
-        except SpecError as exc:  # engines say "args.<name>"; the user wrote it under search_space.fixed
-            key = exc.where.removeprefix("args.")
-            if exc.where.startswith("args.") and key in sp.fixed:
-                raise SpecError(exc.what, f"{where}.{key}", exc.fix) from None
-            raise
+        # the engine's run settings (its own interpreter): arguments are checked by its own parser. The
+        # defaults, then every choice of every categorical param (precision, speculative method, layout...)
+        # folded into engine args as a trial launches them: the engine's parser sees each one
+        launch = LaunchSpec.for_check(study.model, engine.run_settings(study))
+        for probe, args in sp.probes():
+            try:
+                engine.check_args(args, launch)
+            except SpecError as exc:  # engines say "args.<name>"; the user wrote it under search_space.fixed
+                key = exc.where.removeprefix("args.")
+                if exc.where.startswith("args.") and key in sp.fixed:
+                    raise SpecError(exc.what, f"{where}.{key}", exc.fix) from None
+                if probe != "defaults":
+                    raise SpecError(f"{exc.what} (with {probe})", exc.where, exc.fix) from None
+                raise
 
 
 def check_space_files(study: Study, base_dir: Path) -> None:

@@ -24,6 +24,8 @@ def print_plan(study: Study, space: Space, out: Path, uri: str) -> None:
     print(f"  workload: {source}"
           f", arrivals {wl.arrivals.process}, {study.capacity.requests_per_point} requests per load point")
     print(f"  SLA: {', '.join(str(t) for t in study.sla)}")
+    print(f"  output-changing levers allowed: {', '.join(study.allow) or 'none (outputs stay as the baseline)'}"
+          + (f"; speculative methods: {', '.join(study.speculative.methods)}" if study.speculative.methods else ""))
     print(f"  objective: maximise {study.objective.metric} at SLA capacity ({study.objective.mode}); "
           f"search {study.search.algorithm}, baseline first: {study.search.baseline_first}")
     print(f"  budget: {study.budget.trials} trials, {study.budget.max_concurrent} at once"

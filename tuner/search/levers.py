@@ -79,6 +79,12 @@ def guard(params: dict[str, Param], fixed: Mapping[str, Any], study: Study, wher
             if len(keep) <= 1:
                 pinned[name] = pinned.pop(f"{name}={gone}", "only one choice left")
                 del params[name]
+    # params that only a pinned param could activate (a removed method's token count...) go too
+    for name in list(params):
+        when = params[name].when or {}
+        if any(k in pinned and k not in params for k in when):
+            pinned[name] = f"only used with {', '.join(k for k in when if k in pinned)}"
+            del params[name]
     return pinned
 
 

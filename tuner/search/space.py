@@ -58,6 +58,30 @@ class EngineSpace:
         full = {**self.defaults(), **values}
         return all(full.get(k) in v if isinstance(v, list) else full.get(k) == v for k, v in cond.items())
 
+    def probes(self) -> list[tuple[str, dict[str, Any]]]:
+        """Configs for the engine's own parser before any launch: the defaults, then each choice of
+        every categorical param (the params it activates at their defaults), repaired and folded as a
+        trial would be. Returns (what it probes, engine args)."""
+        base = {k: v for k, v in self.defaults().items() if self.active(k, self.defaults())}
+        todo: list[tuple[str, dict[str, Any]]] = [("defaults", base)]
+        for name, p in self.params.items():
+            if p.type != "categorical":
+                continue
+            for choice in p.choices or []:
+                if choice == p.default:
+                    continue
+                values = {**self.defaults(), name: choice}
+                values = {k: v for k, v in values.items() if self.active(k, values)}
+                todo.append((f"{name}={choice}", values))
+        out = []
+        for label, values in todo:
+            try:
+                args, _ = self.apply_constraints(values)
+            except Rejected:
+                continue
+            out.append((label, args))
+        return out
+
     def sample(self, trial: optuna.Trial, prefix: str) -> dict[str, Any]:
         values: dict[str, Any] = {}
         for name, p in self.params.items():

@@ -82,6 +82,24 @@ def servetune_points(set_name: str, root: Path = REF_ROOT) -> tuple[RefPoint, ..
 
 ALL_POINTS: tuple[RefPoint, ...] = H200_POINTS + tuple(pt for s in SERVETUNE_SETS for pt in servetune_points(s))
 
+# FP8 KV cache and FP8 weights on the same H200 and vLLM (benchmarks/reference/h200-vllm-0.26.0-fp8): the
+# 30 s Poisson points ("ss_") of issue 15's table, and the shorter 150-prompt points. Kept out of ALL_POINTS:
+# the base calibration does not see them; benchmarks/calibrate_fp8.py fits the two FP8 factors on FP8_30S.
+H200_FP8 = "h200-vllm-0.26.0-fp8"
+_KV, _BOTH, _W = {"kv_cache_dtype": "fp8"}, {"kv_cache_dtype": "fp8", "quantization": "fp8"}, {"quantization": "fp8"}
+FP8_30S: tuple[RefPoint, ...] = (
+    *(RefPoint(f"fp8kv_r{r}", f"bench_ss_fp8kv_r{r}.json", _KV, float(r), 360, set_name=H200_FP8) for r in (12, 14)),
+    *(RefPoint(f"fp8both_r{r}", f"bench_ss_fp8both_r{r}.json", _BOTH, float(r), 360, set_name=H200_FP8)
+      for r in (12, 14)),
+    *(RefPoint(f"fp8both_r{r}", f"bench_ss_fp8both_hi_r{r}.json", _BOTH, float(r), 480, set_name=H200_FP8)
+      for r in (16, 18)),
+)
+FP8_TABLE = tuple(p for p in FP8_30S if p.rate in (12.0, 14.0))  # issue 15's check: 12 and 14 req/s
+FP8_SHORT: tuple[RefPoint, ...] = tuple(
+    RefPoint(f"{cfg}_r{r}_150", f"bench_{cfg}_r{r}.json", args, float(r), 150, set_name=H200_FP8)
+    for cfg, args in (("default", {}), ("fp8kv", _KV), ("fp8w", _W), ("fp8both", _BOTH)) for r in (10, 12, 14)
+)
+
 # fitted on these (benchmarks/calibrate_sim.py); the others are held out (benchmarks/sim_fidelity.py).
 # From servetune's studies: every point of the first (18 s points) and the defaults of the second
 # (30 s points); its other three configs, and the dynamic-workload study, are held out.
