@@ -29,5 +29,8 @@ def test_study_over_http_with_the_sim_server(tmp_path: Path) -> None:
         assert r["outcome"] in ("ok", "sla_violated"), r["reason"]
         assert r["start_s"] is not None and r["start_s"] > 0, "server start time is measured"
         assert Path(r["log_path"]).exists(), "the engine log is kept"
+        # the load generator's own error bar travels with every trial (tuner.load.ruler)
+        assert r["metric.client_error_ms"] is not None and r["metric.client_error_ms"] >= 0
+        assert r["metric.client_suspect"] in (0.0, 1.0)
         records = pq.read_table(r["records_path"]).to_pylist()
         assert records and all(x["output_tokens"] > 0 for x in records if x["error"] is None)
