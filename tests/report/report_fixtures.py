@@ -33,6 +33,7 @@ def write_records(path: Path, ttft_ms: np.ndarray, *, load: float | None = None,
         cols["ttft_ms"] = ttft_ms
         cols["e2el_ms"] = (done - sent) * 1000.0
         cols["tpot_ms"] = (done - first) * 1000.0 / 127
+        cols["token_times"] = [[float(f) + 0.02 * j for j in range(128)] for f in first]
     if load is not None:
         cols["load"] = np.full(n, load)
     pq.write_table(pa.table(cols), path)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,13 +34,17 @@ def read_trials(path: Path) -> list[TrialResult]:
     return [TrialResult.from_row(r) for r in pq.read_table(path).to_pylist()]
 
 
-def pareto(trials: list[TrialResult], objective: str, latency: str) -> list[TrialResult]:
-    """Non-dominated trials among those that served load (max objective metric, min latency)."""
+def pareto(trials: Sequence[TrialResult], objective: str, latency: str) -> list[TrialResult]:
+    """The study's Pareto front: non-dominated SLA-feasible trials (max objective metric, min latency).
+
+    The one definition pareto.json, the report and promotion share. A trial over its SLA is measured
+    at another load (its lowest), so it is no point of this trade-off and never on the front.
+    """
     from tuner.promote.pareto import pareto_front
 
-    ran = [t for t in trials if t.outcome.ran and t.metrics.get(objective) is not None
-           and t.metrics.get(latency) is not None]
-    return pareto_front(ran, objective, latency)
+    ok = [t for t in trials if t.feasible and t.metrics.get(objective) is not None
+          and t.metrics.get(latency) is not None]
+    return pareto_front(ok, objective, latency)
 
 
 def write_pareto(path: Path, trials: list[TrialResult], sla: list[SLATerm], objective: str, latency: str,

@@ -54,8 +54,8 @@ def best_feasible(trials: Sequence[TrialResult]) -> TrialResult | None:
 
 
 def pareto_ids(trials: Sequence[TrialResult], objective_metric: str, latency_metric: str) -> set[str]:
-    """The Pareto front among SLA-feasible trials (max objective, min latency)."""
-    return {t.trial_id for t in pareto([t for t in trials if t.feasible], objective_metric, latency_metric)}
+    """The study's Pareto front (tuner.run.outputs.pareto: the same one pareto.json holds)."""
+    return {t.trial_id for t in pareto(trials, objective_metric, latency_metric)}
 
 
 def pareto_figure(
@@ -122,10 +122,12 @@ def latency_cdf_figure(
     latency_metric: str,
     best_is_promoted: bool = True,
 ) -> go.Figure:
-    """Per-request latency CDFs of the chosen config against the baseline, at each one's capacity."""
+    """Per-request latency CDFs of the chosen config against the baseline, at each one's capacity: one
+    panel for the latency metric, one for every latency the SLA limits (TPOT, ITL...), then E2EL."""
     parts = split_latency(latency_metric)
     base_col = f"{parts[1]}_ms" if parts else "ttft_ms"  # records.parquet columns: ttft_ms, tpot_ms, e2el_ms
-    columns = list(dict.fromkeys([base_col, "e2el_ms"]))
+    terms = [f"{t.latency[1]}_ms" for t in sla if t.latency is not None]
+    columns = list(dict.fromkeys([base_col, *terms, "e2el_ms"]))
     fig = make_subplots(rows=1, cols=len(columns), subplot_titles=columns)
     label = "promoted" if best_is_promoted else "best feasible"
     series = [(label, best, COLORS["promoted"])]
@@ -146,8 +148,9 @@ def latency_cdf_figure(
                                      showlegend=col_i == 1, line={"color": color}), row=1, col=col_i)
             drawn += 1
         for term in sla:
-            if term.latency is not None and f"{term.latency[1]}_ms" == column and term.latency[0] == "p99":
-                fig.add_vline(x=term.limit, line={"color": COLORS["infeasible"], "dash": "dash"}, row=1, col=col_i)
+            if term.latency is not None and f"{term.latency[1]}_ms" == column:
+                fig.add_vline(x=term.limit, line={"color": COLORS["infeasible"], "dash": "dash"}, row=1, col=col_i,
+                              annotation_text=str(term), annotation_position="top")
         fig.add_hline(y=0.99, line={"color": "#888888", "dash": "dot"}, row=1, col=col_i)
     if not drawn:
         fig.add_annotation(text="no per-request records for the promoted or baseline trial", showarrow=False,
@@ -236,6 +239,13 @@ def latency_samples(trial: TrialResult, column: str) -> list[float]:
         loads = cols["load"]
         keep = [k and finite_float(x) is not None and math.isclose(float(x), trial.capacity, rel_tol=1e-6)
                 for k, x in zip(keep, loads, strict=True)]
+    if column == "itl_ms":  # ITL is pooled over every token gap of every kept request, as its P99 is
+        gaps: list[float] = []
+        for k, tt in zip(keep, cols.get("token_times") or [None] * n, strict=True):
+            if k and tt:
+                gaps += [(b - a) * 1000.0 for a, b in zip(tt, tt[1:], strict=False)
+                         if finite_float(a) is not None and finite_float(b) is not None]
+        return gaps
     values = cols.get(column)
     if values is None or all(v is None for v in values):
         values = _recompute(cols, column, n)
