@@ -170,7 +170,7 @@ def server_timings(url: str) -> dict[str, list[float]]:
 
 
 def ours(url: str, concurrency: int, output_len: int, rounds: int,
-         processes: int = 1) -> tuple[float, float, float, float]:
+         processes: int = 1) -> tuple[float, float, float, float, float]:
     """servetune's client at one level: (output tokens/s, P99 timing error in ms, its own ruler's P99 in ms,
     the client's CPU time per streamed token in us: what bounds one process when the machine is free)."""
     from tuner.load.metrics import summarize
@@ -192,10 +192,11 @@ def ours(url: str, concurrency: int, output_len: int, rounds: int,
               for t, w in zip(r.token_times, sent.get(f"st-{r.id}", []), strict=False)]
     s = summarize(records)
     if s["failed"] or not errors:
-        return 0.0, float("inf"), float("nan"), float("nan")
+        return 0.0, float("inf"), float("nan"), float("nan"), float("nan")
     tokens = sum(r.output_tokens for r in records)  # warm-up included: the CPU time covers it too
     return (s["output_throughput"], float(np.percentile(errors, 99)) * 1e3, target.last_client["client_error_ms"],
-            cpu / tokens * 1e6 if processes == 1 else float("nan"))  # workers' CPU is not ours to count
+            cpu / tokens * 1e6 if processes == 1 else float("nan"),  # workers' CPU is not ours to count
+            target.last_client["client_busy"])
 
 
 VLLM_DRIVER = """
@@ -245,7 +246,7 @@ def report(name: str, step_ms: float, c: int, runs: list[tuple[float, ...]]) -> 
     tps = float(np.median([r[0] for r in runs]))
     err = float(np.median([r[1] for r in runs]))
     ruler = (f" ruler_p99_ms={np.median([r[2] for r in runs]):.3f} cpu_us_per_token={np.median([r[3] for r in runs]):.1f}"
-             if len(runs[0]) > 2 else "")
+             f" busy={np.median([r[4] for r in runs]):.2f}" if len(runs[0]) > 2 else "")
     each = ",".join(f"{r[1]:.2f}" for r in runs)
     verdict = "<=1ms" if err <= 1.0 else "<=2ms" if err <= 2.0 else "over"
     print(f"{name:>5} step_ms={step_ms:<4g} concurrency={c:<4d} offered={c * 1000.0 / step_ms:7.0f} "

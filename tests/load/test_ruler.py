@@ -19,7 +19,7 @@ from tuner.spec.sla import parse_sla
 from tuner.spec.workload import Workload
 
 KEYS = ("client_error_ms", "p50_client_lag_ms", "p99_client_lag_ms", "max_client_lag_ms", "client_lag_samples",
-        "max_client_gc_ms", "total_client_gc_ms", "client_connects")
+        "max_client_gc_ms", "total_client_gc_ms", "client_connects", "client_busy")
 
 
 def workload(out: int, warmup: int) -> Workload:
@@ -48,6 +48,7 @@ def test_p99_ttft_within_3ms_of_the_servers_own(fake_server: Callable[..., Any])
         server_ttft = [(writes[f"st-{r.id}"][-20] - log[f"st-{r.id}"]) * 1e3 for r in records if not r.warmup]
         assert all(k in target.last_client for k in KEYS)
         assert target.last_client["client_connects"] == 0  # the pool was warm before the window
+        assert 0 < target.last_client["client_busy"] < 1
         d = {"client_p99": s["p99_ttft_ms"], "server_p99": float(np.percentile(server_ttft, 99)),
              "client_p50": s["p50_ttft_ms"], "server_p50": float(np.percentile(server_ttft, 50)),
              "client_error_ms": target.last_client["client_error_ms"]}

@@ -49,6 +49,7 @@ class _Reads:
         self.loop = loop
         self.queue: list[tuple[float, _Conn, bytes | None]] = []
         self.reads = 0
+        self.busy_s = 0.0  # wall time spent parsing reads: near the window's length, the client is saturated
 
     def push(self, conn: _Conn, data: bytes | None) -> None:
         if not self.queue:
@@ -63,6 +64,7 @@ class _Reads:
                 conn.ended()
             else:
                 conn.feed(data, t)
+        self.busy_s += _perf() - q[0][0]
 
 
 class _Conn(asyncio.Protocol):
@@ -263,6 +265,11 @@ class Client:
     @property
     def reads(self) -> int:
         return self._reads.reads if self._reads else 0
+
+    @property
+    def busy_s(self) -> float:
+        """Seconds from each loop pass's first read to the end of its parsing, summed."""
+        return self._reads.busy_s if self._reads else 0.0
 
     async def _connect(self) -> _Conn:
         loop = asyncio.get_running_loop()

@@ -17,8 +17,13 @@ Summary keys (milliseconds; vLLM-style `<stat>_<name>_ms`, as tuner.common.metri
 - `p99_client_send_late_ms`: how late requests went out against their schedule (open loop; TTFT
   counts from the actual send, so this is the offered load's fidelity, not a latency error).
 - `client_connects`: connections opened inside the measured window (0 when warmed up).
+- `client_busy`: the fraction of the window the loop spent from a pass's first read to the end of
+  its parsing. The pipe samples measure the loop's latency, not its throughput: a client that
+  cannot keep up leaves a backlog in the socket buffers that every timestamp carries while each
+  pass (and each pipe sample) still looks quick. Over `MAX_BUSY` the run is suspect too.
 - `client_error_budget_ms`, `client_suspect`: with an SLA, the budget is `MAX_ERROR_FRACTION` of its
-  tightest latency limit; `client_suspect` is 1 when `client_error_ms` is over it (or unmeasured):
+  tightest latency limit; `client_suspect` is 1 when `client_error_ms` is over it (or unmeasured,
+  or `client_busy` is over `MAX_BUSY`):
   the run's latencies are not to be trusted to the precision the SLA needs.
 """
 
@@ -45,6 +50,7 @@ BUDGET = "client_error_budget_ms"
 SUSPECT = "client_suspect"
 PERIOD_S = 0.005
 MAX_ERROR_FRACTION = 0.05  # a run is suspect when the client's P99 error exceeds 5% of the tightest SLA term
+MAX_BUSY = 0.5  # ... or when its loop spent more than half the window parsing reads (near saturation)
 _PINGER = (
     "import os,struct,sys,time\n"
     "fd=int(sys.argv[1]);p=float(sys.argv[2]);pc=time.perf_counter;pack=struct.pack\n"
@@ -82,6 +88,7 @@ class Ruler:
         self.gc_pauses: list[float] = []
         self.send_late: list[float] = []
         self.connects = 0
+        self.busy = math.nan  # fraction of the window spent parsing reads (set by the target)
         self._proc: subprocess.Popen[bytes] | None = None
         self._transport: asyncio.BaseTransport | None = None
         self._reader = _PipeReader(self.gaps)
@@ -150,6 +157,7 @@ class Ruler:
         late = np.asarray(self.send_late, dtype=float) * 1e3
         out["p99_client_send_late_ms"] = float(np.percentile(late, 99)) if late.size else math.nan
         out["client_connects"] = float(self.connects)
+        out["client_busy"] = float(self.busy)
         return out
 
 
@@ -172,7 +180,8 @@ def attach(summary: dict[str, float], client: dict[str, float], sla: Sequence[SL
     budget = fraction * limit
     err = summary[ERROR]
     summary[BUDGET] = budget
-    summary[SUSPECT] = 0.0 if (math.isfinite(err) and err <= budget) else 1.0
+    busy = summary.get("client_busy", 0.0)
+    summary[SUSPECT] = 0.0 if (math.isfinite(err) and err <= budget and not busy > MAX_BUSY) else 1.0
 
 
 def warning(summary: dict[str, Any]) -> str | None:
@@ -180,6 +189,11 @@ def warning(summary: dict[str, Any]) -> str | None:
     if summary.get(SUSPECT) != 1.0:
         return None
     err, budget = summary.get(ERROR), summary.get(BUDGET)
+    busy = summary.get("client_busy")
+    if busy is not None and busy > MAX_BUSY and err is not None and math.isfinite(err) and budget is not None \
+            and err <= budget:
+        return (f"the client spent {busy:.0%} of the window parsing reads (over {MAX_BUSY:.0%}): near its throughput "
+                "limit its timestamps carry a backlog the lag probe cannot see; use --client-processes")
     shown = "unmeasured" if err is None or not math.isfinite(err) else f"{err:.2f} ms"
     return (f"client timing error (P99) {shown} exceeds {budget:.2f} ms ({MAX_ERROR_FRACTION:.0%} of the tightest "
             "SLA term): the load generator was too busy or descheduled; its latencies are less precise than the "

@@ -166,13 +166,14 @@ class HttpTarget:
                     start = self.window_start()
                     await _sleep_until(start)
                 ruler.reset()
-                connects = client.connects
+                connects, busy, began = client.connects, client.busy_s, time.perf_counter()
                 bar = _Progress(len(measured)) if progress else None
                 try:
                     records += await self._phase(client, measured, concurrency, stop, send_until_s, bar, ruler,
                                                  t0=start)
                 finally:
                     ruler.connects = client.connects - connects
+                    ruler.busy = (client.busy_s - busy) / max(time.perf_counter() - began, 1e-9)
                     ruler.stop()
                     self.last_client = ruler.summary()
                     if bar is not None:
