@@ -37,6 +37,7 @@ from tuner.sim.reference import FP8_TABLE, measured  # noqa: E402
 from tuner.sim.reference import simulate as replay  # noqa: E402
 from tuner.spec.load import load_yaml, validate  # noqa: E402
 from tuner.spec.study import Study  # noqa: E402
+from tuner.trial.outcome import TrialOutcome  # noqa: E402
 
 STUDIES = {"dynamic": ROOT / "studies" / "default.yaml", "static": ROOT / "studies" / "static-levers.yaml"}
 OPT_INS: dict[str, list[str]] = {"no_optin": [], "fp8": ["fp8_weights", "fp8_kv_cache"]}
@@ -66,13 +67,12 @@ def search(study: Study, trials: int) -> tuple[dict[str, Any] | None, int]:
         if not batch:
             break
         for cfg in batch:
-            res = simulate(study, flavours[cfg["engine"]], cfg["args"])
-            core.tell(cfg["number"], res)
+            res = simulate(study, flavours[cfg.engine], cfg.args)
+            core.tell(cfg.number, res)
             done += 1
-            if res["outcome"] == "ok" and res.get("objective") is not None and \
-                    (best is None or res["objective"] > best["objective"]):
-                best = {"objective": res["objective"], "engine": cfg["engine"], "args": cfg["args"],
-                        "capacity": res.get("capacity")}
+            if res.outcome is TrialOutcome.OK and res.objective is not None and \
+                    (best is None or res.objective > best["objective"]):
+                best = {"objective": res.objective, "engine": cfg.engine, "args": cfg.args, "capacity": res.capacity}
     return best, done
 
 
@@ -81,7 +81,7 @@ def confirmed_capacity(study: Study, flavour: str, args: dict[str, Any], runs: i
     caps = []
     for i in range(runs):
         res = simulate(study, flavour, args, seed=study.seed + 1000 + i)
-        caps.append(res.get("capacity") or 0.0 if res["outcome"] == "ok" else 0.0)
+        caps.append((res.capacity or 0.0) if res.outcome is TrialOutcome.OK else 0.0)
     return min(caps)
 
 
