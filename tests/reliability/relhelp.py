@@ -76,3 +76,37 @@ def wait_gone(pids: list[int], timeout_s: float = 15) -> list[int]:
         if not alive or time.monotonic() > deadline:
             return alive
         time.sleep(0.2)
+
+
+def descendants(pid: int) -> list[int]:
+    """pid and every live process below it (by /proc parent links)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[-1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo += children.get(p, [])
+    return out
+
+
+def listening(pids: list[int]) -> list[str]:
+    """`ss -ltnp` lines (local address, process) of the TCP sockets these processes listen on."""
+    import subprocess
+
+    text = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True, check=True).stdout
+    want = {f"pid={p}," for p in pids}
+    return [" ".join(line.split()[3:4] + line.split()[5:]) for line in text.splitlines()
+            if any(w in line for w in want)]
+
+
+def off_loopback(lines: list[str]) -> list[str]:
+    """Listening sockets not bound to a loopback address."""
+    loop = ("127.0.0.1:", "[::1]:", "[::ffff:127.0.0.1]:")
+    return [ln for ln in lines if not ln.startswith(loop)]

@@ -1,7 +1,8 @@
 """Ctrl-C and SIGTERM during a real study (real Ray, the sim server engine, a SQLite MLflow store): the
 running trial is stopped, finished trials are kept in trials.parquet and MLflow, nothing is promoted, the
 parent run is KILLED, the driver says how to --resume and exits 130; no process of the run outlives it.
-While the first run holds the output folder, a second run on it is refused (exit 2, naming the holder)."""
+While the first run holds the output folder, a second run on it is refused (exit 2, naming the holder),
+and every socket the run listens on (`ss -ltnp`) is bound to loopback."""
 
 from __future__ import annotations
 
@@ -18,7 +19,16 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 from mlflow.tracking import MlflowClient
-from relhelp import RAY_ENV, fault_study_data, logged_pids, pids_running, wait_gone
+from relhelp import (
+    RAY_ENV,
+    descendants,
+    fault_study_data,
+    listening,
+    logged_pids,
+    off_loopback,
+    pids_running,
+    wait_gone,
+)
 
 from tests.conftest import ROOT, run_cli
 
@@ -61,6 +71,8 @@ def test_signal_stops_the_study_cleanly(sig: signal.Signals, tmp_path: Path) -> 
         wait_mid_trial(proc, out, tag, log)
         holder = json.loads((out / "run.lock").read_text())
         assert holder["pid"] == proc.pid and holder["ray_pids"], holder
+        bound = listening(descendants(proc.pid))  # the driver, its Ray, the workers, the engine
+        assert bound and off_loopback(bound) == [], bound
         if sig == signal.SIGINT:  # the folder is taken: a second run is refused before it writes anything
             second = run_cli(*argv[3:], timeout=300)
             assert second.returncode == 2, second.stderr[-2000:]

@@ -61,11 +61,14 @@ def load(args: argparse.Namespace) -> tuple[Study, dict[str, Any], Path]:
 
 def init_ray(study: Study) -> None:
     """Join the cluster in RAY_ADDRESS or the one `ray start` made on this node (as under `ray job submit`),
-    else start a local Ray. `RAY_ADDRESS=local` always starts a private one."""
+    else start a local Ray (bound to 127.0.0.1, see tuner.run.local_ray). `RAY_ADDRESS=local` always starts
+    a private one."""
     import ray
 
+    from tuner.run.local_ray import init_kwargs
+
     if not ray.is_initialized():
-        ray.init(log_to_driver=False)
+        ray.init(log_to_driver=False, **init_kwargs())
 
 
 def check_cluster(study: Study, max_concurrent: int) -> int:
