@@ -116,8 +116,11 @@ def main(argv: list[str] | None = None) -> int:
         uri = args.mlflow_uri or study.tracking.mlflow_uri or default_uri(out)
         check_uri(uri, "--mlflow-uri" if args.mlflow_uri else f"{path}: tracking.mlflow_uri")
         if args.dry_run:
+            from tuner.run.resume_check import check_resume
             from tuner.run.summary import print_plan
 
+            if args.resume:  # a dry run makes every check the real run makes
+                check_resume(out, study.name, path)
             print_plan(study, space, out, strip_credentials(uri))
             return EXIT_OK
         lock = OutputLock(out)
