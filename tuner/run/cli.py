@@ -138,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         from tuner.run.lock import local_ray_processes
 
         init_ray(study)
+        Interrupt.install()  # again: Ray's core worker put its own SIGTERM handler (a native stack dump) in
         uri = use_credentials(uri)  # in MLflow's env vars (after Ray started: its processes never see them)
         lock.record_ray(*local_ray_processes())
         max_conc = check_cluster(study, study.budget.max_concurrent)
