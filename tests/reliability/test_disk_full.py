@@ -85,5 +85,9 @@ def test_disk_full_ends_with_one_message(tmp_path: Path, small_fs: Path) -> None
     parent = client.search_runs([exp.experiment_id], "tags.`servetune.kind` = 'study'")[0]
     assert parent.info.status == "FAILED"
     runs = client.search_runs([exp.experiment_id], f"tags.mlflow.parentRunId = '{parent.info.run_id}'")
-    assert sorted(r.data.tags["servetune.trial_id"] for r in runs) == sorted(r["trial_id"] for r in kept)
+    # MLflow's artifacts live on the full disk too: a trial may be in trials.parquet without a complete run
+    # (its row has no run id; --resume logs it), never a complete run for a trial trials.parquet lacks.
+    complete = {r.data.tags["servetune.trial_id"]: r.info.run_id for r in runs if r.info.status != "RUNNING"}
+    assert set(complete) <= {r["trial_id"] for r in kept}
+    assert all(complete.get(r["trial_id"]) == r["mlflow_run_id"] for r in kept if r["mlflow_run_id"])
     assert wait_gone(logged_pids(out), timeout_s=30) == [] and pids_running(tag) == []

@@ -132,8 +132,8 @@ class _Recorder(tune.Callback):
                 self.logged[tid] = t.mlflow_run_id
                 write_trials(self.out / "trials.parquet", list(self.trials.values()))
         except Exception as exc:  # noqa: BLE001 - tracking trouble must not lose a trial (it is in trials.parquet)
-            log.warning("MLflow unreachable; %d trial(s) kept in trials.parquet only, logged when MLflow answers "
-                        "again: %s", len(self.untracked()), str(exc)[:300])
+            log.warning("MLflow logging failed (%s); %d trial(s) kept in trials.parquet only, logged when it "
+                        "works again (next trial, end of study, or --resume)", str(exc)[:300], len(self.untracked()))
             return False
         return True
 
