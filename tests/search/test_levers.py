@@ -112,3 +112,17 @@ def test_layout_gpus() -> None:
     assert levers.gpus({"tensor_parallel_size": 2, "data_parallel_size": 3}) == 6
     assert levers.gpus({"tp_size": 4}) == 4
     assert levers.gpus({}, model_tp=2) == 2
+
+
+def test_oom_rules_hold_only_for_the_same_precision_and_layout() -> None:
+    from tuner.search.feasibility import FeasibilityModel
+    from tuner.trial.outcome import TrialOutcome
+
+    st = study(engine="vllm", allow=["fp8_weights"],
+               search_space={"overrides": {"tensor_parallel_size": {"choices": [1, 2]}}})
+    model = FeasibilityModel(build_space(st).engines, use_classifier=False)
+    big = {"max_num_seqs": 512, "max_num_batched_tokens": 8192, "gpu_memory_utilization": 0.95}
+    model.observe("vllm", big, TrialOutcome.OOM, 1)
+    assert model.predict("vllm", {**big, "max_num_seqs": 600}) is not None
+    assert model.predict("vllm", {**big, "max_num_seqs": 600, "quantization": "fp8"}) is None
+    assert model.predict("vllm", {**big, "max_num_seqs": 600, "tensor_parallel_size": 2}) is None

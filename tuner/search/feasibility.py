@@ -30,9 +30,12 @@ class OOMRule:
     engine: str
     floor: dict[str, float]
     source: int  # trial number that taught it
+    # precision, speculative decoding and layout change the memory per config: a rule holds only for
+    # configs that share them (an OOM with BF16 weights says nothing about FP8 weights or TP 2)
+    context: dict[str, str] = field(default_factory=dict)
 
     def covers(self, engine: str, full: dict[str, Any]) -> bool:
-        if engine != self.engine:
+        if engine != self.engine or _context(full) != self.context:
             return False
         for name, low in self.floor.items():
             v = full.get(name)
@@ -43,6 +46,12 @@ class OOMRule:
     def describe(self) -> str:
         parts = " and ".join(f"{k} >= {v:g}" for k, v in self.floor.items())
         return f"predicted OOM: {parts} (learned from trial {self.source})"
+
+
+def _context(full: dict[str, Any]) -> dict[str, str]:
+    from tuner.search.levers import MEMORY_CONTEXT
+
+    return {k: str(full[k]) for k in MEMORY_CONTEXT if full.get(k) not in (None, "none", "auto", 1)}
 
 
 @dataclass
@@ -98,7 +107,7 @@ class FeasibilityModel:
         if not floor:
             return
         ran = [o for o in self._obs if not o.failed]
-        rule = OOMRule(engine, floor, number)
+        rule = OOMRule(engine, floor, number, _context(full))
         if any(rule.covers(o.engine, o.full) for o in ran):
             return  # a larger config already ran: the OOM came from elsewhere
         self.rules.append(rule)

@@ -154,6 +154,9 @@ def _put(out: dict[str, Any], nested: dict[str, dict[str, Any]], name: str, valu
 
 
 LAYOUT_ARGS = ("tensor_parallel_size", "data_parallel_size", "tp_size", "dp_size")
+# args that change how much memory a config needs without being "larger" (OOM rules match on them)
+MEMORY_CONTEXT = ("kv_cache_dtype", "quantization", "speculative_config", "speculative_algorithm",
+                  "speculative_num_draft_tokens", *LAYOUT_ARGS)
 
 
 def gpus(args: Mapping[str, Any], model_tp: int = 1) -> int:
