@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 from simhelp import engine, itls, out_tok_s, p, poisson, ttfts
 
 from tuner.common.errors import EngineStartError
 from tuner.load.records import Request
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize(("flavour", "knob"), [("vllm", "max_num_seqs"), ("sglang", "max_running_requests")])
@@ -54,13 +59,32 @@ def test_memory_settings_too_high_fail_to_start() -> None:
     assert e.value.outcome == "oom"
 
 
-def test_small_max_num_seqs_queues_at_high_rate_but_keeps_tpot_low() -> None:
-    """The reference's mns64 at 7.5 req/s: P99 TTFT jumps while P99 TPOT stays lower than the default's."""
+def _reference_r75(cfg: str) -> dict:
+    path = ROOT / "benchmarks" / "reference" / "h200-vllm-0.26.0" / "rates" / f"bench_{cfg}_r7.5.json"
+    return json.loads(path.read_text())
+
+
+def test_small_max_num_seqs_keeps_tpot_low_at_high_rate() -> None:
+    """The reference's mns64 at 7.5 req/s (the real point, max_num_seqs=64): P99 TPOT below the default's
+    (measured on H200, vLLM 0.26: 16.32 ms vs 18.48 ms)."""
+    ref = _reference_r75("mns64")["p99_tpot_ms"], _reference_r75("default")["p99_tpot_ms"]
+    assert ref[0] < ref[1]
     reqs = poisson(200, 7.5, seed=2)
-    default = engine().run(reqs)
-    mns64 = engine(max_num_seqs=48).run(reqs)
-    assert p(ttfts(mns64), 99) > 3 * p(ttfts(default), 99)
+    default, mns64 = engine().run(reqs), engine(max_num_seqs=64).run(reqs)
     assert p([r.tpot_s for r in mns64], 99) < p([r.tpot_s for r in default], 99)  # type: ignore[misc]
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "simulator gap at the reference's real point: at max_num_seqs=64, 7.5 req/s the sim's P99 TTFT is 1.58x the "
+    "default's (measured 2026-12-01, this test's workload), the H200 reference 4.63x (1287 vs 278 ms); the sim "
+    "only queues that hard at max_num_seqs=48 (9.2x). Remove this mark when the sim meets the point."))
+def test_small_max_num_seqs_queues_at_high_rate() -> None:
+    """The reference's mns64 at 7.5 req/s: P99 TTFT jumps (4.6x the default's on the H200)."""
+    ratio = _reference_r75("mns64")["p99_ttft_ms"] / _reference_r75("default")["p99_ttft_ms"]
+    assert ratio > 3
+    reqs = poisson(200, 7.5, seed=2)
+    default, mns64 = engine().run(reqs), engine(max_num_seqs=64).run(reqs)
+    assert p(ttfts(mns64), 99) > 3 * p(ttfts(default), 99)
 
 
 def test_cuda_graphs_and_eager_mode() -> None:
