@@ -1,4 +1,4 @@
-"""Held-out points are classed by what they differ in (resolved engine args, rate, shape), not by name."""
+"""Held-out classes (by resolved engine args, rate, shape, not by name) and the tail terms: API-server ingress, power-limited clock."""
 
 from __future__ import annotations
 
@@ -50,3 +50,19 @@ def test_ingress_delays_first_tokens_under_load_only() -> None:
     one = [dataclasses.replace(r, arrival_s=r.arrival_s * 100) for r in poisson(10, 10.0)]
     assert [r.token_times for r in _with_ingress(0.0).run(one)] == [r.token_times for r in _with_ingress(1e-3).run(one)]
     assert engine().run(one)[0].ok
+
+
+def _with_heat(k: float) -> SimulatedEngine:
+    cal = dataclasses.replace(FITTED, heat_slowdown=k, heat_tau_s=1.0)
+    return SimulatedEngine(flavour="vllm", gpu="H200", shape="qwen3-8b", args={}, max_model_len=16384,
+                           calibration=cal)
+
+
+def test_power_limited_clock_slows_sustained_prefill_more_than_a_lone_one() -> None:
+    lone = [dataclasses.replace(r, arrival_s=r.arrival_s * 200) for r in poisson(5, 10.0, out=8)]
+    burst = poisson(200, 0.0, out=8)  # all at once: seconds of back-to-back prefill
+    cool, hot = _with_heat(0.0), _with_heat(0.5)
+    lone_ratio = sorted(ttfts(hot.run(lone)))[2] / sorted(ttfts(cool.run(lone)))[2]
+    burst_ratio = max(ttfts(hot.run(burst))) / max(ttfts(cool.run(burst)))
+    assert lone_ratio < 1.05  # an idle GPU is cool: a lone prompt runs at full clock
+    assert burst_ratio > 1.25  # sustained compute: FLOP-bound steps slow toward 1 + heat_slowdown
