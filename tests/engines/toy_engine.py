@@ -7,6 +7,7 @@ it is below, and nothing in tuner/ names it. Registered with SERVETUNE_ENGINES=t
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from collections.abc import Mapping
@@ -16,6 +17,7 @@ from typing import Any
 from tuner.engines import failures
 from tuner.engines.args import cli_flags
 from tuner.engines.base import Engine, LaunchSpec
+from tuner.engines.process import http_get
 from tuner.engines.vllm import VLLMEngine
 from tuner.spec.study import ModelSpec
 from tuner.trial.outcome import TrialOutcome
@@ -43,6 +45,11 @@ class ToyEngine(Engine):
                 "--host", launch.host, "--port", str(launch.port), "--flavour", "vllm", "--gpu", "H200",
                 "--shape", m.shape or "qwen3-8b", "--max-model-len", str(m.max_model_len), "--time-scale", "5.0",
                 *cli_flags(self.engine_args(m, args), lambda _name: True)]
+
+    def resolved_config(self, base_url: str) -> dict[str, Any]:
+        """What the server runs with (the simulated server reports its resolved arguments)."""
+        status, body = http_get(base_url + "/server_info", timeout_s=30)
+        return json.loads(body) if status == 200 else {}
 
     def env(self, launch: LaunchSpec) -> dict[str, str]:
         path = os.environ.get("PYTHONPATH", "")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
-from typing import Any
 
 from mlflow import MlflowClient
 from mlflow.entities.model_registry import ModelVersion
@@ -108,5 +107,3 @@ class ConfigRegistry:
         path = self.client.download_artifacts(run_id, path_in_run or ARTIFACT_DIR, str(dst))
         return Path(path)
 
-    def tags_of(self, version: ModelVersion) -> dict[str, Any]:
-        return dict(version.tags)
