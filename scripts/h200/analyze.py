@@ -28,8 +28,9 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from tuner.run.outputs import pareto, read_trials  # noqa: E402
+from tuner.trial.pareto import pareto_front  # noqa: E402
 from tuner.trial.result import TrialResult  # noqa: E402
+from tuner.trial.table import read_trials  # noqa: E402
 
 WEIGHT_BYTES = 2 * (36 * (4096 * 4096 * 2 + 4096 * 1024 * 2 + 3 * 4096 * 12288 + 2 * 4096 + 2 * 128)
                     + 4096 + 151936 * 4096)  # layers + final norm + lm_head, bf16
@@ -117,7 +118,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"- winner: trial {best.number} {best.args or 'defaults'}; tuned/default SLA capacity "
               f"{best.capacity / base.capacity:.3f} ({best.capacity:g} vs {base.capacity:g} req/s), "
               f"output tok/s at capacity {best.objective / base.objective:.3f}")
-    front = pareto(trials, "output_throughput", args.latency)
+    front = pareto_front([t for t in trials if t.outcome.ran and t.metrics.get("output_throughput") is not None
+                          and t.metrics.get(args.latency) is not None], "output_throughput", args.latency)
     print(f"- Pareto front (output tok/s vs {args.latency}): "
           + "; ".join(f"#{t.number} {fmt(t.metrics['output_throughput'], 0)} tok/s @ {fmt(t.metrics[args.latency])} ms"
                       for t in front))

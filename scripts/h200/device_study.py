@@ -39,13 +39,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gpu_sampler import GpuSampler, gpu_count, gpu_state  # noqa: E402
 
 from tuner.engines import gpu as engine_gpu  # noqa: E402
-from tuner.run.outputs import write_trials  # noqa: E402
 from tuner.search.space import Space, build_space  # noqa: E402
 from tuner.spec.load import load_study  # noqa: E402
 from tuner.spec.study import Study  # noqa: E402
 from tuner.trial.outcome import TrialOutcome  # noqa: E402
 from tuner.trial.result import TrialResult  # noqa: E402
 from tuner.trial.runner import TrialPlan, run_trial, violations  # noqa: E402
+from tuner.trial.table import write_trials  # noqa: E402
 
 log = logging.getLogger("h200")
 

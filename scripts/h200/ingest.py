@@ -23,12 +23,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from tuner.run.outputs import read_trials, write_pareto, write_trials  # noqa: E402
+from tuner.run.outputs import write_pareto  # noqa: E402
 from tuner.search.space import build_space  # noqa: E402
 from tuner.spec.load import load_study  # noqa: E402
 from tuner.spec.study import Study  # noqa: E402
 from tuner.tracking.mlflow_log import StudyTracker, default_uri  # noqa: E402
 from tuner.trial.result import TrialResult  # noqa: E402
+from tuner.trial.table import read_trials, write_trials  # noqa: E402
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

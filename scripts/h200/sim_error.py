@@ -23,9 +23,9 @@ sys.path.insert(0, str(REPO))
 
 from tuner.load.capacity import measure_point  # noqa: E402
 from tuner.load.target import VirtualTarget  # noqa: E402
-from tuner.run.outputs import read_trials  # noqa: E402
 from tuner.sim import SimulatedEngine  # noqa: E402
 from tuner.spec.load import load_study  # noqa: E402
+from tuner.trial.table import read_trials  # noqa: E402
 
 FIGURES = ("output_throughput", "p50_ttft_ms", "p99_ttft_ms", "p50_tpot_ms", "p99_tpot_ms", "p99_e2el_ms")
 

@@ -20,7 +20,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from tuner.run.outputs import read_trials  # noqa: E402
+from tuner.trial.table import read_trials  # noqa: E402
 
 KEYS = ("output_throughput", "request_throughput", "p50_ttft_ms", "p90_ttft_ms", "p99_ttft_ms", "p50_tpot_ms",
         "p90_tpot_ms", "p99_tpot_ms", "p50_itl_ms", "p99_itl_ms", "p50_e2el_ms", "p99_e2el_ms", "completed", "failed",

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tuner.run.outputs import read_trials
+from tuner.trial.table import read_trials
 
 REPO = Path(__file__).resolve().parents[2]
 DRIVER = REPO / "scripts" / "h200" / "device_study.py"

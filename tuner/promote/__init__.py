@@ -6,7 +6,7 @@
 The CLI is ``python -m tuner.promote`` (see docs/promote.md).
 """
 
-from tuner.promote.pareto import pareto_front
 from tuner.promote.pipeline import PromotionResult, promote_study
+from tuner.trial.pareto import pareto_front
 
 __all__ = ["PromotionResult", "pareto_front", "promote_study"]

@@ -16,9 +16,9 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from tuner.promote.pareto import objective_value, pareto_front
 from tuner.spec.sla import max_violation, meets
 from tuner.spec.study import Study
+from tuner.trial.pareto import objective_value, pareto_front
 from tuner.trial.result import TrialResult
 
 Confirm = Callable[[TrialResult, int], TrialResult]

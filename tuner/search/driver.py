@@ -18,7 +18,6 @@ import ray
 from ray import tune
 
 from tuner.common.errors import DiskFullError
-from tuner.run.outputs import read_trials, write_trials
 from tuner.run.signals import Interrupt, InterruptStopper
 from tuner.search import levers
 from tuner.search.ask_tell import Suggestion
@@ -29,6 +28,7 @@ from tuner.spec.study import Study
 from tuner.tracking.mlflow_log import StudyTracker
 from tuner.trial.outcome import TrialOutcome
 from tuner.trial.result import TrialResult
+from tuner.trial.table import read_trials, write_trials
 
 log = logging.getLogger(__name__)
 

@@ -17,8 +17,8 @@ from plotly.subplots import make_subplots
 
 from tuner.common.metric_keys import split_latency
 from tuner.common.numeric import finite_float
-from tuner.run.outputs import pareto
 from tuner.spec.sla import SLATerm
+from tuner.trial.pareto import study_front
 from tuner.trial.result import TrialResult
 
 MISSING = "n/a"
@@ -54,8 +54,8 @@ def best_feasible(trials: Sequence[TrialResult]) -> TrialResult | None:
 
 
 def pareto_ids(trials: Sequence[TrialResult], objective_metric: str, latency_metric: str) -> set[str]:
-    """The study's Pareto front (tuner.run.outputs.pareto: the same one pareto.json holds)."""
-    return {t.trial_id for t in pareto(trials, objective_metric, latency_metric)}
+    """The study's Pareto front (tuner.trial.pareto.study_front: the same one pareto.json holds)."""
+    return {t.trial_id for t in study_front(trials, objective_metric, latency_metric)}
 
 
 def pareto_figure(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from tuner.trial.result import TrialResult
 
@@ -36,3 +37,14 @@ def pareto_front(trials: list[TrialResult], objective: str, latency: str) -> lis
             front.append((t, o, lat))
     front.sort(key=lambda x: (-x[1], x[2], x[0].number))
     return [t for t, _, _ in front]
+
+
+def study_front(trials: Sequence[TrialResult], objective: str, latency: str) -> list[TrialResult]:
+    """The study's Pareto front: non-dominated SLA-feasible trials (max objective metric, min latency).
+
+    The one definition pareto.json, the report and promotion share. A trial over its SLA is measured
+    at another load (its lowest), so it is no point of this trade-off and never on the front.
+    """
+    ok = [t for t in trials if t.feasible and t.metrics.get(objective) is not None
+          and t.metrics.get(latency) is not None]
+    return pareto_front(ok, objective, latency)
