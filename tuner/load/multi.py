@@ -41,7 +41,8 @@ def run_split(target: HttpTarget, requests: Sequence[Request], concurrency: int 
         start = manager.Value("d", 0.0)
         lock = manager.Lock()
         with ProcessPoolExecutor(n, mp_context=ctx) as pool:
-            futures = [pool.submit(_worker, target.settings, target.prompts.run_salt, parts[i], conc[i] or None,
+            # the class travels by reference (no import of tuner.load.target here: it imports this module)
+            futures = [pool.submit(_worker, type(target), target.settings, target.prompts.run_salt, parts[i], conc[i] or None,
                                    send_until_s, i == 0, barrier, start, lock) for i in range(n)]
             results = [f.result() for f in futures]
     records: list[RequestRecord] = []
@@ -76,12 +77,10 @@ def merge(parts: list[dict[str, float]]) -> dict[str, float]:
     return out
 
 
-def _worker(settings: dict[str, Any], salt: int, requests: list[Request], concurrency: int | None,
+def _worker(cls: type[HttpTarget], settings: dict[str, Any], salt: int, requests: list[Request], concurrency: int | None,
             send_until_s: float | None, probes: bool, barrier: Any, start: Any,
             lock: Any) -> tuple[list[RequestRecord], float, list[dict[str, Any]], dict[str, float]]:
-    from tuner.load.target import HttpTarget
-
-    target = HttpTarget(**{**settings, "scrape_metrics": settings["scrape_metrics"] and probes})
+    target = cls(**{**settings, "scrape_metrics": settings["scrape_metrics"] and probes})
     target.prompts.run_salt = salt - 1  # run() bumps it back to the parent's value
 
     def window_start() -> float:

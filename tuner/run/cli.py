@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from tuner.run.lock import OutputLock
-    from tuner.run.signals import EXIT_INTERRUPTED, Interrupt
+    from tuner.search.signals import EXIT_INTERRUPTED, Interrupt
 
     lock: OutputLock | None = None
     out = Path("runs")

@@ -12,8 +12,8 @@ from typing import Any
 
 from tuner.common.atomic import write_json
 from tuner.run.outputs import read_trials, write_pareto
-from tuner.run.signals import EXIT_INTERRUPTED, Interrupt
 from tuner.run.summary import print_summary
+from tuner.search.signals import EXIT_INTERRUPTED, Interrupt
 from tuner.search.space import Space
 from tuner.spec.study import Study
 from tuner.tracking.credentials import strip_credentials
