@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from tuner.common.atomic import write_json
-from tuner.run.outputs import read_trials, write_pareto
+from tuner.run.outputs import write_pareto
 from tuner.run.summary import print_summary
 from tuner.search.signals import EXIT_INTERRUPTED, Interrupt
 from tuner.search.space import Space
@@ -20,6 +20,7 @@ from tuner.tracking.credentials import strip_credentials
 from tuner.tracking.mlflow_log import StudyTracker
 from tuner.trial.result import TrialResult
 from tuner.trial.runner import TrialPlan, run_trial
+from tuner.trial.table import read_trials
 
 log = logging.getLogger(__name__)
 STATE = "state.json"
