@@ -20,8 +20,9 @@ from mlflow.tracking import MlflowClient
 from tests.conftest import run_cli, small_study
 from tests.search.helpers import make_study, synthetic
 from tuner.search.ask_tell import Suggestion, TrialReport
+from tuner.search.attrs import A_INTERRUPTED, A_NUMBER, A_TRIAL_ID
 from tuner.search.resume import open_storage, storage_url
-from tuner.search.searcher import A_INTERRUPTED, A_NUMBER, A_TRIAL_ID, SearchCore
+from tuner.search.searcher import SearchCore
 from tuner.search.space import build_space
 from tuner.trial.outcome import TrialOutcome
 from tuner.trial.result import TrialResult

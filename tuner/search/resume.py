@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import optuna
 
-from tuner.search import searcher as s
+from tuner.search import attrs as s
 from tuner.trial.outcome import TrialOutcome
 from tuner.trial.result import TrialResult
 

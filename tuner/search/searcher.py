@@ -25,21 +25,26 @@ import optuna
 from ray.tune.search import Searcher
 
 from tuner.search.ask_tell import Suggestion, TrialReport
+from tuner.search.attrs import (
+    A_ARGS,
+    A_BASELINE,
+    A_CAPACITY,
+    A_DUPLICATE,
+    A_ENGINE,
+    A_NOTES,
+    A_NUMBER,
+    A_OUTCOME,
+    A_PARAMS,
+    A_REASON,
+    A_REJECTED,
+    A_TRIAL_ID,
+)
 from tuner.search.feasibility import FeasibilityModel, config_key
 from tuner.search.space import Rejected, Space
 from tuner.spec.study import Study
 from tuner.trial.outcome import TrialOutcome
 
 _SWITCH_TO_RANDOM_AFTER = 20  # skipped samples in a row before a random fallback draws the next one
-
-
-# User attributes on Optuna trials (JSON values), read back on resume.
-A_NUMBER, A_ENGINE, A_ARGS, A_PARAMS, A_BASELINE, A_NOTES = (
-    "servetune.number", "servetune.engine", "servetune.args", "servetune.params", "servetune.baseline",
-    "servetune.notes")
-A_TRIAL_ID, A_OUTCOME, A_REASON, A_CAPACITY = (
-    "servetune.trial_id", "servetune.outcome", "servetune.reason", "servetune.capacity")
-A_INTERRUPTED, A_REJECTED, A_DUPLICATE = "servetune.interrupted", "servetune.rejected", "servetune.duplicate_of"
 
 
 def make_sampler(study: Study, space: Space, offset: int = 0) -> optuna.samplers.BaseSampler:
