@@ -29,12 +29,12 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tuner.search.levers import labels  # noqa: E402
 from tuner.search.prescreen import simulate  # noqa: E402
 from tuner.search.searcher import SearchCore  # noqa: E402
 from tuner.search.space import build_space  # noqa: E402
 from tuner.sim.reference import FP8_TABLE, measured  # noqa: E402
 from tuner.sim.reference import simulate as replay  # noqa: E402
+from tuner.spec.levers import labels  # noqa: E402
 from tuner.spec.load import load_yaml, validate  # noqa: E402
 from tuner.spec.study import Study  # noqa: E402
 from tuner.trial.outcome import TrialOutcome  # noqa: E402

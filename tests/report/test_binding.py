@@ -10,11 +10,11 @@ import pyarrow as pa
 from report_fixtures import make_trial
 
 from tuner.run.flow import _progress
-from tuner.run.outputs import read_trials, write_trials
 from tuner.spec.sla import parse_sla
 from tuner.spec.study import Study
 from tuner.trial.binding import describe
 from tuner.trial.outcome import TrialOutcome
+from tuner.trial.table import read_trials, write_trials
 
 SLA = parse_sla(["p99_ttft_ms <= 1000", "p99_itl_ms <= 100"])
 POINTS = [

@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from tuner.common.errors import SpecError
-from tuner.search import levers
 from tuner.search.space import build_space
+from tuner.spec import levers
 from tuner.spec.study import Study
 
 ROOT = Path(__file__).resolve().parents[2]

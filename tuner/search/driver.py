@@ -18,12 +18,12 @@ import ray
 from ray import tune
 
 from tuner.common.errors import DiskFullError
-from tuner.search import levers
 from tuner.search.ask_tell import Suggestion
 from tuner.search.resume import open_storage
 from tuner.search.signals import Interrupt, InterruptStopper
 from tuner.search.space import Space
 from tuner.search.trainable import trainable
+from tuner.spec import levers
 from tuner.spec.study import Study
 from tuner.tracking.mlflow_log import StudyTracker
 from tuner.trial.outcome import TrialOutcome

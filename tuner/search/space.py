@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from tuner.common.errors import SpecError
 from tuner.engines import get_engine
 from tuner.engines.base import SPACES_DIR
-from tuner.search import levers
+from tuner.spec import levers
 from tuner.spec.load import load_space_file
 from tuner.spec.space_file import Constraint, Param
 from tuner.spec.study import Study

@@ -34,12 +34,12 @@ class TrialResult:
     mlflow_run_id: str | None = None
     notes: list[str] = field(default_factory=list)  # e.g. constraint repairs
     binding: str = ""  # the SLA term that bound the capacity, in words (tuner.trial.binding)
-    output_check: str = ""  # verdict of the output check against the baseline (tuner.search.levers)
+    output_check: str = ""  # verdict of the output check against the baseline (tuner.spec.levers)
 
     @property
     def labels(self) -> list[str]:
         """Output-changing classes this config uses (fp8_weights, fp8_kv_cache, speculative_decoding)."""
-        from tuner.search.levers import labels
+        from tuner.spec.levers import labels
 
         return labels(self.args)
 

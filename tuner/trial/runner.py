@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from tuner.common.errors import EngineStartError, SpecError
-from tuner.search import levers
+from tuner.spec import levers
 from tuner.spec.sla import max_violation
 from tuner.spec.study import Study
 from tuner.trial.outcome import TrialOutcome
