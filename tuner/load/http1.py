@@ -257,7 +257,8 @@ class Client:
         self.port = u.port or (443 if u.scheme == "https" else 80)
         self.ssl = (ssl_context or _ssl.create_default_context()) if u.scheme == "https" else None
         default = 443 if u.scheme == "https" else 80
-        self.host_header = self.host if self.port == default else f"{self.host}:{self.port}"
+        name = f"[{self.host}]" if ":" in self.host else self.host  # an IPv6 literal
+        self.host_header = name if self.port == default else f"{name}:{self.port}"
         self.idle: list[_Conn] = []
         self.connects = 0  # connections opened so far
         self._reads: _Reads | None = None
