@@ -11,7 +11,9 @@ benchmark client (`vllm bench serve`'s code, one process for all levels, from --
 also perf_counter, matched to the server's writes by request id). Each level runs --repeat times and
 its P99 error is the median of the repeats (a neighbour's burst on a shared machine hits one repeat,
 a client's own limit hits all). Every point is printed, with our client's own estimate of its error
-during the run (`ruler_p99_ms`, tuner.load.ruler), which needs no server cooperation.
+during the run (`ruler_p99_ms`, tuner.load.ruler), which needs no server cooperation, the share of
+the window its loop spent on reads (`busy`) and its CPU time per streamed token (`cpu_us_per_token`,
+warm-up and set-up included).
 
 The result per client: the highest output tokens/s whose P99 timing error is <= 1 ms, and <= 2 ms.
 
