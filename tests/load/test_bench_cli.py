@@ -32,6 +32,9 @@ def test_output_folder_and_table(fake_server: Callable[..., Any], tmp_path: Path
                 "output_throughput", "class.education.p99_ttft_ms"):
         assert key in summary, key
     assert summary["p50_ttft_ms"] >= 5.0 and summary["request_goodput"] == summary["request_throughput"]
+    # the client's own error bar, and its budget: 5% of the tightest latency term (5000 ms)
+    assert summary["client_error_ms"] >= 0 and summary["client_lag_samples"] > 0
+    assert summary["client_error_budget_ms"] == 250 and summary["client_suspect"] in (0.0, 1.0)
     table = pq.read_table(out / "records.parquet")
     assert table.num_rows == 63 and sum(table.column("warmup").to_pylist()) == 3
     assert json.loads((out / "run.json").read_text())["load"] == 40
@@ -62,6 +65,7 @@ def test_bad_input_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
         (["--workload", "static", "--sla", "p99_foo<=3"], "unknown SLA term"),
         (["--workload", str(tmp_path / "missing.yaml")], "file not found"),
         (["--workload", "static", "--capacity"], "needs an SLA"),
+        (["--workload", "dynamic", "--rate", "1", "--client-processes", "0"], "--client-processes must be >= 1"),
     ]:
         code = main(["--url", "http://127.0.0.1:9", "--model", "m", *args])
         text = capsys.readouterr().out
