@@ -49,7 +49,7 @@ class OOMRule:
 
 
 def _context(full: dict[str, Any]) -> dict[str, str]:
-    from tuner.search.levers import MEMORY_CONTEXT
+    from tuner.spec.levers import MEMORY_CONTEXT
 
     return {k: str(full[k]) for k in MEMORY_CONTEXT if full.get(k) not in (None, "none", "auto", 1)}
 
