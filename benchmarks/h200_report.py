@@ -53,14 +53,23 @@ def config_text(row: dict) -> str:
     return ", ".join(f"{k}={v}" for k, v in sorted(args.items())) or "defaults"
 
 
+def metric(row: dict, new: str, old: str) -> float | None:
+    """A trials.parquet metric under its current name, or the name older files used."""
+    v = row.get(f"metric.{new}")
+    return v if v is not None else row.get(f"metric.{old}")
+
+
 def fmt(v: float | None, spec: str = ".1f") -> str:
     return "na" if v is None else format(v, spec)
 
 
 def summarize(s: dict) -> dict:
     rows = s["rows"]
-    print(f"\n## {s['study'].get('name')} ({s['folder']}), workload {s['study']['workload'].get('profile')}")
-    print("| trial | config | outcome | points (req/s, x = missed) | capacity | bracket | out tok/s | "
+    mode = (s["study"].get("capacity") or {}).get("mode", "rate")
+    unit = "concurrent requests" if mode == "concurrency" else "req/s"
+    print(f"\n## {s['study'].get('name')} ({s['folder'].name}), workload {s['study']['workload'].get('profile')}, "
+          f"capacity in {unit}")
+    print(f"| trial | config | outcome | points ({unit}, x = missed) | capacity | bracket | out tok/s | "
           "P99 TTFT ms | P99 TPOT ms | P99 ITL ms | wall s |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in sorted(rows, key=lambda r: r["number"]):
@@ -69,8 +78,8 @@ def summarize(s: dict) -> dict:
         lo, hi = bounds(r)
         print(f"| {r['trial_id']} | {config_text(r)} | {r['outcome']} | {seq} | {fmt(r.get('capacity'), 'g')} | "
               f"[{fmt(lo, 'g')}, {fmt(hi, 'g')}) | {fmt(r.get('objective'), ',.0f')} | "
-              f"{fmt(r.get('metric.ttft_ms.p99'), '.0f')} | {fmt(r.get('metric.tpot_ms.p99'))} | "
-              f"{fmt(r.get('metric.itl_ms.p99'))} | {fmt(r.get('wall_s'), '.0f')} |")
+              f"{fmt(metric(r, 'p99_ttft_ms', 'ttft_ms.p99'), '.0f')} | {fmt(metric(r, 'p99_tpot_ms', 'tpot_ms.p99'))} | "
+              f"{fmt(metric(r, 'p99_itl_ms', 'itl_ms.p99'))} | {fmt(r.get('wall_s'), '.0f')} |")
     base = next((r for r in rows if r.get("baseline")), None)
     feas = [r for r in rows if r.get("feasible") and r.get("capacity") is not None]
     best = max(feas, key=lambda r: (r["capacity"], r.get("objective") or 0), default=None)

@@ -24,7 +24,7 @@ import yaml
 
 
 def gz(src: Path, dst: Path) -> None:
-    with src.open("rb") as f, gzip.open(dst, "wb", compresslevel=9, mtime=0) as g:
+    with src.open("rb") as f, dst.open("wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=9, mtime=0) as g:
         shutil.copyfileobj(f, g)
 
 
