@@ -4,7 +4,8 @@
 # stashes the chunks it finds beside this script, checked against SHA256SUMS, and unpacks once all
 # are there. Then: `source DEST/env.sh` puts the tree first on PYTHONPATH (nothing in the image's
 # site-packages is changed).
-# usage: bash install.sh [--dest DIR] [--stash DIR] [--check]    (defaults /tmp/servetune-site, /tmp/servetune-chunks)
+# usage: bash install.sh [--dest DIR] [--stash DIR] [--check]    (defaults /tmp/servetune-site, /tmp/servetune-chunks;
+#        the check runs $PYTHON, default python3)
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 DEST=/tmp/servetune-site; STASH=/tmp/servetune-chunks; CHECK=0
@@ -45,5 +46,5 @@ else
   echo "unpacked in $(( $(date +%s) - t0 )) s into $DEST ($(du -sh "$DEST" | cut -f1)); next: source $DEST/env.sh"
 fi
 if [ "$CHECK" = 1 ]; then
-  PYTHONPATH=$DEST${PYTHONPATH:+:$PYTHONPATH} python3 "$DEST/check_imports.py"
+  PYTHONPATH=$DEST${PYTHONPATH:+:$PYTHONPATH} "${PYTHON:-python3}" "$DEST/check_imports.py"
 fi

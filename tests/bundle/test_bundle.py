@@ -64,7 +64,8 @@ def _bundle(tmp: Path) -> tuple[Path, list[dict]]:
 
 def _install(bundle: Path, tmp: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["bash", str(bundle / "install.sh"), "--dest", str(tmp / "dest"), "--stash",
-                           str(tmp / "stash"), *extra], capture_output=True, text=True, timeout=120, cwd=tmp)
+                           str(tmp / "stash"), *extra], capture_output=True, text=True, timeout=120, cwd=tmp,
+                          env={**os.environ, "PYTHON": sys.executable})
 
 
 def test_chunks_arriving_one_transfer_at_a_time_are_checked_joined_and_imported(tmp_path: Path) -> None:
