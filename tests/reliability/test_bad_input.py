@@ -85,3 +85,23 @@ def test_corpus_is_large_and_ids_unique() -> None:
 def test_docs_list_every_case_with_its_message() -> None:
     doc = (ROOT / "docs" / "bad-input.md").read_text()
     assert doc == render(), "docs/bad-input.md is stale: python tests/reliability/bad_input_cases.py > docs/bad-input.md"
+
+
+def test_yaml_merge_keys_and_anchors_are_accepted(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Valid YAML merge keys (`<<: *base`) are not bad input: the merged study passes a dry run, and a key
+    written beside the merge overrides the merged one."""
+    import yaml
+    from bad_input_cases import base_study
+
+    data = base_study()
+    capacity = data.pop("capacity")
+    study = tmp_path / "merge.yaml"
+    text = yaml.safe_dump(data, sort_keys=False) + "capacity:\n  <<: &cap " + yaml.safe_dump(
+        capacity, default_flow_style=True).strip() + "\n  max_points: 2\n"
+    study.write_text(text)
+    rc = main(["--study", str(study), "--output", str(tmp_path / "out"), "--dry-run"])
+    assert rc == 0, capsys.readouterr().err
+    from tuner.spec.load import load_yaml
+
+    loaded = load_yaml(study)
+    assert loaded["capacity"] == {**capacity, "max_points": 2}
