@@ -14,7 +14,6 @@ outcome) that tie it to its row in trials.parquet and its MLflow run.
 
 from __future__ import annotations
 
-import copy
 import json
 import math
 import pickle
@@ -338,12 +337,8 @@ class ConstrainedSearcher(Searcher):
         self.core.tell(number, TrialReport.from_tune(result))  # no known outcome (the trainable raised): crashed
 
     def save(self, checkpoint_path: str) -> None:
-        """Tune writes this state to disk: the study in it carries no engine env values or tracking URI
-        credentials (the searcher never needs them; trials get the full study separately)."""
-        core = copy.copy(self.core)
-        core.study = secretless(self.core.study)
         with open(checkpoint_path, "wb") as f:
-            pickle.dump({"core": core, "numbers": self._numbers}, f)
+            pickle.dump({"core": self.core, "numbers": self._numbers}, f)
 
     def restore(self, checkpoint_path: str) -> None:
         with open(checkpoint_path, "rb") as f:
@@ -365,7 +360,11 @@ def make_searcher(study: Study, space: Space, warm: list[tuple[str, dict[str, An
                   storage: optuna.storages.BaseStorage | str | None = None) -> ConstrainedSearcher:
     """The study's searcher for Ray Tune (algorithm, seed, baseline, constraints from the study);
     `warm` configs (engine, params) are launched first after the baseline (see tuner.search.prescreen)."""
-    core = SearchCore(study, space, storage=storage)
+    # Tune pickles the searcher to disk (tuner.pkl, searcher state): it holds the study without secrets.
+    clean = secretless(study)
+    space = Space({k: replace(sp, study=clean if sp.study is not None else None)
+                   for k, sp in space.engines.items()})
+    core = SearchCore(clean, space, storage=storage)
     if warm:
         core.warm_start(warm)
     return ConstrainedSearcher(core)
