@@ -127,7 +127,8 @@ def run_study(study: Study, data: dict[str, Any], study_path: Path, space: Space
         except Exception as exc:  # noqa: BLE001 - MLflow down at the end: the files are all in the output folder
             log.warning("study outputs not logged to MLflow: %s", str(exc)[:300])
             run.untracked = run.untracked or ["study outputs"]
-        print_summary(study, trials, out, uri, promotion, run.rejected, time.monotonic() - t0, parent_run_id=parent)
+        print_summary(study, trials, out, uri, promotion, run.rejected, time.monotonic() - t0, parent_run_id=parent,
+                      mlflow_view=tracker.view_path)
         status = "FINISHED"
         if run.untracked:
             print(f"MLflow is missing {len(run.untracked)} record(s) ({', '.join(run.untracked[:10])}): they are "

@@ -50,7 +50,8 @@ def ratio(value: float | None, base: float | None) -> str:
 
 
 def print_summary(study: Study, trials: list[TrialResult], out: Path, uri: str, promotion: Any,
-                  rejected: list[dict[str, Any]], wall_s: float, *, parent_run_id: str | None = None) -> None:
+                  rejected: list[dict[str, Any]], wall_s: float, *, parent_run_id: str | None = None,
+                  mlflow_view: str | None = None) -> None:
     from collections import Counter
 
     counts = Counter(t.outcome.value for t in trials)
@@ -85,7 +86,8 @@ def print_summary(study: Study, trials: list[TrialResult], out: Path, uri: str, 
         if (out / name).exists():
             print(f"    {out / name}")
     if uri.startswith("sqlite:///"):
-        print(f"  MLflow UI: mlflow ui --backend-store-uri {uri} --port 5000  (then open http://127.0.0.1:5000)")
+        page = f"/{mlflow_view}" if mlflow_view else ""
+        print(f"  MLflow UI: mlflow ui --backend-store-uri {uri} --port 5000  (then open http://127.0.0.1:5000{page})")
     else:
         print(f"  MLflow: {redact_text(uri)}")
 

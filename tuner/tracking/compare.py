@@ -24,6 +24,22 @@ COMPARE_METRICS = (
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"  # MLflow 3's UI: an ML experiment opens on its runs, not GenAI
 EXPERIMENT_KIND = "custom_model_development"
 SIGNIFICANT = 4
+VIEW_KEY = "servetune"  # the saved view: experiment tag mlflow.sharedViewState.<key>, read by MLflow's UI
+VIEW_TAG = f"mlflow.sharedViewState.{VIEW_KEY}"
+
+
+def view_path(experiment_id: str) -> str:
+    """The UI page (after the server root) that opens the runs table on the saved compare view."""
+    return f"#/experiments/{experiment_id}/runs?viewStateShareKey={VIEW_KEY}&workflowType=machine_learning"
+
+
+def view_state(knobs: Sequence[str], parent_run_id: str | None) -> dict[str, Any]:
+    """MLflow's shared view state: the compare metrics and the knobs as columns, best objective first."""
+    columns = [f"params.`{k}`" for k in (*knobs, "outcome", "binding_sla")]
+    columns += [f"metrics.`{m}`" for m in COMPARE_METRICS]
+    return {"searchFilter": "", "orderByKey": "metrics.`objective`", "orderByAsc": False, "selectedColumns": columns,
+            "columnOrder": ["attributes.`Run Name`", *columns],  # knobs first, then the metrics in our order
+            "runsExpanded": {parent_run_id: True} if parent_run_id else {}}
 
 
 def rounded(value: Any, digits: int = SIGNIFICANT) -> float | None:

@@ -128,6 +128,7 @@ class StudyTracker:
         # MLflow 3 opens an untyped experiment on its GenAI overview; a study is an ML experiment (runs table).
         self.client.set_experiment_tag(self.experiment_id, compare.EXPERIMENT_KIND_TAG, compare.EXPERIMENT_KIND)
         self.sla = list(sla)
+        self._view_saved = False
         self.study_name = study_name
         self.parent_run_id: str | None = None
 
@@ -153,6 +154,17 @@ class StudyTracker:
             self.client.log_param(self.parent_run_id, k, str(v)[:6000])
         self.client.log_text(self.parent_run_id, "\n".join(space_lines), "search_space.txt")
 
+    def save_view(self, knobs: Sequence[str]) -> str:
+        """Save the compare view (tracking.compare) on the experiment; returns its UI path."""
+        state = compare.view_state(list(knobs), self.parent_run_id)
+        self.client.set_experiment_tag(self.experiment_id, compare.VIEW_TAG, json.dumps(state))
+        self._view_saved = True
+        return self.view_path
+
+    @property
+    def view_path(self) -> str:
+        return compare.view_path(self.experiment_id)
+
     def _trial_runs(self) -> list[Any]:
         assert self.parent_run_id
         return self.client.search_runs(
@@ -173,6 +185,8 @@ class StudyTracker:
     def log_trial(self, t: TrialResult, all_param_names: list[str], defaults: dict[str, Any]) -> str:
         """One child run per trial. Every trial logs the same param names (defaults filled) for compare views."""
         assert self.parent_run_id
+        if not self._view_saved:
+            self.save_view(all_param_names)
         binding = compare.binding_term(t, self.sla)
         run = self.client.create_run(
             self.experiment_id, run_name=f"trial-{t.number:03d}-{t.engine}",
