@@ -71,8 +71,8 @@ def knob_params(args: Mapping[str, Any], names: Sequence[str] = (), defaults: Ma
 
 
 def binding_term(t: TrialResult, sla: Sequence[SLATerm]) -> str | None:
-    """The SLA term that capped the capacity (tuner.trial.binding): the worst one at the lowest failing
-    load above it. None when no load point failed (the search's upper bound) or errors broke it."""
+    """Name of the SLA term that capped the capacity (tuner.trial.binding, the one implementation);
+    None when no load point failed above it, or errors rather than a term broke it."""
     from tuner.trial.binding import binding
 
     b = binding(sla, t.points, t.capacity)
