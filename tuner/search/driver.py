@@ -48,6 +48,7 @@ class _Recorder(tune.Callback):
                  known: dict[str, TrialResult], logged: dict[str, str]) -> None:
         self.study, self.space, self.out, self.tracker, self.progress = study, space, out, tracker, progress
         self.trials = known
+        self._finished: set[str] = set(known)  # recorded and logged (or left to reconcile on resume)
         self.logged = logged
         names: list[str] = []
         defaults: dict[str, Any] = {}
@@ -65,10 +66,11 @@ class _Recorder(tune.Callback):
         self.progress.trial_started(trial.trial_id, cfg.engine, cfg.params)
 
     def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info: Any) -> None:
-        """The trial's one report: recorded here, before Tune tells the searcher (and so Optuna) of it,
-        so a driver stopped in between leaves a trial that Optuna still shows RUNNING (told on resume)."""
+        """The trial's one report: written to trials.parquet here, before Tune tells the searcher (and so
+        Optuna) of it, so a driver stopped in between leaves a trial Optuna still shows RUNNING (told on
+        resume). MLflow and the progress line follow in on_trial_complete (Tune times this hook)."""
         if "trial_json" in result:
-            self._record(_from_json(json.loads(result["trial_json"])))
+            self._persist(_from_json(json.loads(result["trial_json"])))
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         res = trial.last_result or {}
@@ -90,10 +92,19 @@ class _Recorder(tune.Callback):
     def _record(self, result: TrialResult) -> None:
         """trials.parquet first, then MLflow: a driver killed in between leaves a trial that resume
         logs to MLflow (`reconcile`), never an MLflow run for a trial that resume would run again."""
-        if result.trial_id in self.trials:
+        if result.trial_id in self._finished or not self._persist(result):
             return
+        result = self.trials[result.trial_id]
+        self._finished.add(result.trial_id)
+        self._log(result)
+        self.progress.trial_finished(result)
+
+    def _persist(self, result: TrialResult) -> bool:
+        """The trial in trials.parquet (once); False when it could not be written."""
+        if result.trial_id in self.trials:
+            return True
         if Interrupt.failure is not None:
-            return  # the search is ending on a fault; nothing more is written
+            return False  # the search is ending on a fault; nothing more is written
         self.trials[result.trial_id] = result
         try:
             write_trials(self.out / "trials.parquet", list(self.trials.values()))
@@ -101,9 +112,8 @@ class _Recorder(tune.Callback):
             del self.trials[result.trial_id]
             Interrupt.failure = exc
             logging.getLogger("ray.tune").setLevel(logging.CRITICAL)  # its own state writes fail the same way
-            return
-        self._log(result)
-        self.progress.trial_finished(result)
+            return False
+        return True
 
     def _log(self, result: TrialResult) -> None:
         """Log one trial to MLflow. While MLflow is down the trial stays only in trials.parquet (no run id)
