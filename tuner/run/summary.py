@@ -80,7 +80,9 @@ def print_summary(study: Study, trials: list[TrialResult], out: Path, uri: str, 
     if parent_run_id:
         print(f"  MLflow parent run: {parent_run_id}")
         if promotion is None:
-            print(f"    promote later: python -m tuner.promote --study-run {parent_run_id}")
+            found = out.parent.resolve() == Path("runs").resolve()  # where tuner.promote looks by default
+            print(f"    promote later: python -m tuner.promote --study-run {parent_run_id}"
+                  + ("" if found else f" --mlflow-uri {redact_text(uri)}"))
     print(f"  results: {out}")
     for name in ("trials.parquet", "pareto.json", "promoted.yaml", "report.html"):
         if (out / name).exists():
