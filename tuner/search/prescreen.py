@@ -20,8 +20,11 @@ from tuner.trial.outcome import TrialOutcome
 
 
 def simulate(study: Study, flavour: str, args: dict[str, Any], *, seed: int | None = None,
-             on_point: Callable[[Any], None] | None = None) -> TrialReport:
-    """One config on the simulator, reported as a trial would be (with its load points)."""
+             on_point: Callable[[Any], None] | None = None, calibration: Any = None) -> TrialReport:
+    """One config on the simulator, reported as a trial would be (with its load points).
+
+    `calibration` (a tuner.sim.cost.Calibration) replaces the fitted one: benchmarks/sim_in_loop.py
+    plays a deliberately miscalibrated "real engine" this way."""
     from tuner.load.capacity import find_capacity
     from tuner.load.target import VirtualTarget
     from tuner.sim import SimulatedEngine, shape_for
@@ -33,6 +36,7 @@ def simulate(study: Study, flavour: str, args: dict[str, Any], *, seed: int | No
             args=args, max_model_len=study.model.max_model_len,
             tensor_parallel_size=study.model.tensor_parallel_size, dtype=study.model.dtype,
             speculative={k: v.model_dump() for k, v in study.speculative.methods.items()},
+            calibration=calibration,
         )
     except EngineStartError as exc:
         return TrialReport.failed(exc.outcome, exc.reason)
