@@ -1,0 +1,73 @@
+"""Simulator in the loop (tuner.search.sim_gate) on real simulator runs: a perturbed calibration plays
+the real engine, the fitted one the simulator."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from tests.search.helpers import make_study
+from tuner.search.prescreen import simulate
+from tuner.search.sim_gate import Candidate, SimGate, gated_search, real_trials_to
+from tuner.sim.calibration import FITTED
+from tuner.trial.outcome import TrialOutcome
+
+QUICK = {"low": 1, "high": 16, "max_points": 4, "requests_per_point": 40}
+MODEL = {"name": "Qwen/Qwen3-8B", "max_model_len": 8192}
+CONFIGS: list[dict[str, Any]] = [
+    {}, {"max_num_seqs": 16}, {"max_num_seqs": 64, "max_num_batched_tokens": 2048},
+    {"max_num_seqs": 256, "max_num_batched_tokens": 4096}, {"gpu_memory_utilization": 0.1},
+]
+SLOW = replace(FITTED, e_lin=FITTED.e_lin * 0.8, e_w=FITTED.e_w * 0.8, e_kv=FITTED.e_kv * 0.8)
+
+
+def _obj(r: Any) -> float | None:
+    return r.objective if r.outcome is TrialOutcome.OK else None
+
+
+def test_gate_learns_the_correction_and_skips_what_cannot_win() -> None:
+    study = make_study(engine="sim", model=MODEL, capacity=QUICK, sla=["p99_ttft_ms <= 1000"])
+    sim = [simulate(study, "vllm", c) for c in CONFIGS]
+    real = [simulate(study, "vllm", c, calibration=SLOW) for c in CONFIGS]
+    assert real[0].objective is not None and sim[0].objective is not None
+    assert real[0].objective < sim[0].objective  # a 20 % slower GPU serves less under the same SLA
+    cands = [Candidate(i, _obj(r), r.capacity, why_none=r.reason) for i, r in enumerate(sim)]
+    measured: list[int] = []
+
+    def measure(i: int) -> tuple[float | None, float | None]:
+        measured.append(i)
+        return _obj(real[i]), real[i].capacity
+
+    gate = SimGate()
+    records = gated_search(cands, measure, gate=gate, first=0)
+    assert len(records) == len(CONFIGS) and {r.key for r in records} == set(range(len(CONFIGS)))
+    assert records[0].key == 0 and records[0].launched and records[0].order == 1
+    launched = [r for r in records if r.launched]
+    assert [r.key for r in launched] == measured  # exactly the launched ones cost a real trial
+    # the config that cannot start on the simulator is never launched, and says why
+    oom = next(r for r in records if r.key == 4)
+    assert not oom.launched and oom.predicted is None and "simulator" in oom.reason
+    # the correction is the median measured/predicted ratio of the launched trials: below 1 (slower GPU)
+    ratios = sorted(_obj(real[r.key]) / _obj(sim[r.key]) for r in launched if _obj(real[r.key]) and _obj(sim[r.key]))
+    assert gate.ratios and sorted(gate.ratios) == ratios and gate.correction() < 1
+    # every skip is justified at the time it was made: upper bound not above the incumbent
+    for r in records:
+        if not r.launched and r.upper is not None:
+            assert r.incumbent is not None and r.upper <= r.incumbent, r
+    # the best measured among launched configs reaches the true best of the feasible ones (error bound held)
+    truth = max(o for o in (_obj(r) for r in real) if o is not None)
+    assert real_trials_to(records, 0.95 * truth) is not None
+
+
+def test_error_widens_until_enough_points_and_never_below_floor() -> None:
+    gate = SimGate(prior_error=0.3, floor=0.05, min_points=3)
+    gate.observe(100.0, 80.0)
+    gate.observe(200.0, 160.0)
+    assert gate.error() == 0.3 and abs(gate.correction() - 0.8) < 1e-9
+    gate.observe(100.0, 88.0)  # ratios 0.8, 0.8, 0.88: median 0.8, worst miss 10 %
+    assert abs(gate.error() - 0.1) < 1e-9
+    gate.observe(50.0, None)  # a real trial that missed the SLA teaches no ratio
+    assert len(gate.ratios) == 3
+    ok, why = gate.could_beat(100.0, incumbent=89.0)  # 100 * 0.8 * 1.1 = 88 <= 89
+    assert not ok and "<=" in why
+    assert gate.could_beat(100.0, incumbent=87.0)[0]
