@@ -1,5 +1,9 @@
-"""`python -m tuner.bench`."""
+import sys
 
-from tuner.bench.cli import main
+from tuner.bench.args import parser
 
-raise SystemExit(main())
+parser().parse_known_args()  # --help and usage errors answer here, before the load code's imports
+
+from tuner.bench.cli import main  # noqa: E402
+
+sys.exit(main())

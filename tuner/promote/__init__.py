@@ -6,7 +6,19 @@
 The CLI is ``python -m tuner.promote`` (see docs/promote.md).
 """
 
-from tuner.promote.pipeline import PromotionResult, promote_study
-from tuner.trial.pareto import pareto_front
+from typing import Any
 
 __all__ = ["PromotionResult", "pareto_front", "promote_study"]
+
+
+def __getattr__(name: str) -> Any:
+    """Lazy: importing the package (e.g. for `python -m tuner.promote --help`) does not load MLflow."""
+    if name in ("PromotionResult", "promote_study"):
+        from tuner.promote import pipeline
+
+        return getattr(pipeline, name)
+    if name == "pareto_front":
+        from tuner.trial.pareto import pareto_front
+
+        return pareto_front
+    raise AttributeError(name)

@@ -12,11 +12,12 @@ import logging
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tuner.common.errors import SpecError, disk_full_in
-from tuner.spec.load import load_yaml, validate
-from tuner.spec.study import Study
+
+if TYPE_CHECKING:
+    from tuner.spec.study import Study
 
 DEFAULT_STUDY = Path(__file__).resolve().parents[2] / "studies" / "default.yaml"
 EXIT_OK, EXIT_ERROR, EXIT_INVALID, EXIT_NO_FEASIBLE = 0, 1, 2, 3
@@ -39,6 +40,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def load(args: argparse.Namespace) -> tuple[Study, dict[str, Any], Path]:
+    from tuner.spec.load import load_yaml, validate  # here, not at the top: `--help` answers without pydantic
+    from tuner.spec.study import Study
+
     path = args.study or DEFAULT_STUDY
     data = load_yaml(path)
     if not isinstance(data, dict):
