@@ -76,3 +76,22 @@ def test_token_protected_dashboard_says_set_ray_auth_mode(in_tmp: Path, capsys: 
     text = str(exc.value)
     assert "RAY_AUTH_MODE=token" in text and "~/.ray/auth_token" in text
     assert "start Ray" not in text
+
+
+def test_a_study_whose_baseline_is_best_promotes_the_defaults_and_says_so(tmp_path: Path) -> None:
+    from promote_factory import make_study, rerun
+
+    from tuner.promote import promote_study
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    study = make_study("basebest")
+    base = make_trial(0, 1000, 300, baseline=True)
+    tuned = make_trial(1, 1100, 250, max_num_seqs=256)  # looked better once; 0.87x when confirmed
+    result = promote_study(study, [base, tuned], output_dir=tmp_path / "out", tracking_uri=uri, parent_run_id=None,
+                           confirm=lambda t, s: rerun(t, s, 870 if t.number == 1 else 995))
+    assert result.promoted and result.defaults_won and result.trial is not None and result.trial.baseline
+    assert "the engine defaults win" in result.reason and result.gain == pytest.approx(1.0)
+    doc = json.loads((tmp_path / "out" / "promotion.json").read_text())
+    assert doc["defaults_won"] and doc["trial_id"] == "t000" and doc["baseline_worst_objective"] == 995
+    mv = MlflowClient(tracking_uri=uri, registry_uri=uri).get_model_version_by_alias("basebest-config", STAGING)
+    assert json.loads(mv.tags["servetune.args"]) == base.args
