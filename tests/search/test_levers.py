@@ -126,3 +126,14 @@ def test_oom_rules_hold_only_for_the_same_precision_and_layout() -> None:
     assert model.predict("vllm", {**big, "max_num_seqs": 600}) is not None
     assert model.predict("vllm", {**big, "max_num_seqs": 600, "quantization": "fp8"}) is None
     assert model.predict("vllm", {**big, "max_num_seqs": 600, "tensor_parallel_size": 2}) is None
+
+
+def test_trial_resources_follow_the_layout() -> None:
+    from tuner.search.driver import layout_resources
+
+    st = study(engine="vllm", resources={"gpus_per_trial": 1, "cpus_per_trial": 2})
+    per_trial = layout_resources(st, "vllm")
+    assert per_trial({"args": {"tensor_parallel_size": 2, "data_parallel_size": 2}}).bundles == [{"CPU": 2.0, "GPU": 4.0}]
+    assert per_trial({"args": {"max_num_seqs": 64}}).bundles == [{"CPU": 2.0, "GPU": 1.0}]
+    sim = layout_resources(study(), "sim")  # simulated trials hold no GPU, whatever the layout
+    assert sim({"args": {"tensor_parallel_size": 2}}).bundles == [{"CPU": 1.0}]
