@@ -29,8 +29,12 @@ COMMON = {"enforce_eager": True, "kv_cache_memory_bytes": 64 * 2**20}
 CONFIGS: dict[str, dict[str, Any]] = {
     "a": {**COMMON, "max_num_seqs": 2, "max_num_batched_tokens": 256, "block_size": 32,
           "enable_prefix_caching": False},
+    # with the levers the CPU build runs (issue 15): n-gram speculative decoding as one JSON
+    # --speculative-config, and stream_interval (its FP8 KV cache needs AVX-512 or AMX: not on CI hosts)
     "b": {**COMMON, "max_num_seqs": 6, "max_num_batched_tokens": 1024, "block_size": 128,
-          "enable_prefix_caching": True},
+          "enable_prefix_caching": True, "stream_interval": 2,
+          "speculative_config": {"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_min": 1,
+                                 "prompt_lookup_max": 3}},
     "bad": {**COMMON, "block_size": 16},  # the CPU attention backend needs a multiple of 32
 }
 
@@ -110,6 +114,11 @@ def test_runs_with_what_the_trial_asked(servers: dict[str, Any], engine: VLLMEng
     assert cache["kv_cache_memory_bytes"] == COMMON["kv_cache_memory_bytes"]
     assert model["enforce_eager"] is True and model["max_model_len"] == 1024
     assert model["served_model_name"] == "tiny"
+    spec = cfg.get("speculative_config") or {}
+    if "speculative_config" in asked:
+        assert spec["method"] == "ngram" and spec["num_speculative_tokens"] == 2
+    else:
+        assert not spec or spec.get("method") is None
 
     _complete(srv, 3)
     status, body = http_get(srv.base_url + "/metrics", 30)
