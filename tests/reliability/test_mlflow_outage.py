@@ -20,7 +20,7 @@ from relhelp import RAY_ENV, fault_study_data, pids_running
 
 from tests.conftest import ROOT, run_cli
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]  # two Ray starts on a busy CI box
 TRIALS = 4
 
 

@@ -18,7 +18,7 @@ from relhelp import RAY_ENV, fault_study_data
 
 from tests.conftest import ROOT
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]  # Ray and an mlflow server on a busy CI box
 HF = "hf_PlAnTeDtOkEn0123456789"
 PW = "pw-PlAnTeD-s3cr3t-4242"
 SECRETS = (HF, PW)
