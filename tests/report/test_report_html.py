@@ -50,4 +50,17 @@ def test_figure_files_are_standalone_pages(tmp_path: Path, study_trials: list[Tr
     for p in paths:
         text = p.read_text()
         assert text.lower().startswith("<!doctype html>") and "Plotly.newPlot" in text
-        assert not re.search(r"<script[^>]+src=", text)
+        assert re.search(r'<script[^>]+src="https://cdn.plot.ly/plotly-[0-9.]+\.min\.js"', text)
+        assert p.stat().st_size < 500_000  # no inline plotly.js: one copy per study output, in report.html
+
+
+def test_one_copy_of_plotly_js_per_study_output(tmp_path: Path, study_trials: list[TrialResult]) -> None:
+    from plotly.offline import get_plotlyjs
+
+    write_report(tmp_path, study_name="s", trials=study_trials, sla=SLA, objective_metric=OBJ, latency_metric=LAT,
+                 promoted_trial_id="t001", baseline_trial_id="t000", figure_files=True)
+    marker = get_plotlyjs()[:2000]
+    copies = sum(f.read_text().count(marker) for f in tmp_path.rglob("*.html"))
+    assert copies == 1
+    total = sum(f.stat().st_size for f in tmp_path.rglob("*"))
+    assert total < 1.5 * len(get_plotlyjs())
