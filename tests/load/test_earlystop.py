@@ -93,3 +93,30 @@ def test_streaming_requests_are_not_waiting_for_a_first_token() -> None:
     closed = EarlyStop(sla=(), total=10_000, open_loop=False, window_s=4.0, min_inflight=16)
     assert all(closed(LiveView(k * 0.25, {i: waiting(i, 0) for i in range(4 + 3 * k)}, [], 100, 10_000)) is None
                for k in range(40))
+
+
+def streaming(i: int, first: float, now: float, per_token: float, output_len: int = 512) -> RequestRecord:
+    """A request in flight that has streamed since `first` at `per_token` seconds a token."""
+    n = max(2, int((now - first) / per_token) + 1)
+    return RequestRecord(id=i, cls="a", input_len=1, output_len=output_len, sent_s=first - 0.1,
+                         token_times=[first + k * per_token for k in range(n)])
+
+
+def test_ramp_up_waits_for_the_lifetime_the_streams_in_flight_are_on_course_for() -> None:
+    """FP8 on the H200 (static 2048/512 at 8 req/s): the first requests finished in 2.7 s on a
+    near-empty batch, while those streaming in a full batch pace 15 ms a token (~7.7 s for 512).
+    In flight grew 43 -> 87 in 9 s at a load the server sustained; the finished lifetimes alone
+    called that saturation. A queue still growing past the projected lifetimes is a verdict."""
+    stop = EarlyStop(sla=(), total=10_000, open_loop=True)
+    lived = [RequestRecord(id=1000 + i, cls="a", input_len=1, output_len=512, sent_s=0.0, first_token_s=0.1,
+                           done_s=2.8, token_times=[0.1, 2.8], output_tokens=512) for i in range(3)]
+    for k in range(40):
+        t = 5.0 + k * 0.25  # 5 s .. 15 s: 40 -> 120 in flight, streams pacing 15 ms a token
+        flight = {i: streaming(i, max(0.2, t - 6.0), t, 0.015) for i in range(40 + 2 * k)}
+        assert stop(LiveView(t, flight, lived, 100 + k, 10_000)) is None
+    reason = None
+    for k in range(60):
+        t = 20.0 + k * 0.25  # past two projected lifetimes (~15.4 s), and still doubling
+        flight = {i: streaming(i, t - 6.0, t, 0.015) for i in range(120 + 4 * k)}
+        reason = reason or stop(LiveView(t, flight, lived, 200 + k, 10_000))
+    assert reason is not None and reason.startswith("saturated")
