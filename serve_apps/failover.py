@@ -134,4 +134,5 @@ class FailoverRouter:
 def build_app(args: dict[str, Any]) -> Application:
     """Serve builder (import path ``serve_apps.failover:build_app``)."""
     parsed = FailoverArgs.model_validate(args)
-    return FailoverRouter.options(ray_actor_options={"num_cpus": 0.1}).bind(parsed.model_dump())
+    router = FailoverRouter.options(ray_actor_options={"num_cpus": 0.1})  # type: ignore[attr-defined]
+    return router.bind(parsed.model_dump())

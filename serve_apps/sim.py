@@ -77,6 +77,6 @@ def build_app(args: dict[str, Any]) -> Application:
     if parsed.engine != "sim":
         raise ValueError(f"serve_apps.sim builds engine 'sim' apps, got {parsed.engine!r}")
     options = parsed.deployment.serve_options()
-    return SimServer.options(**options, ray_actor_options={"num_cpus": parsed.deployment.num_cpus}).bind(
-        parsed.model_dump(mode="json")
-    )
+    # serve.deployment adds .options(), which the type checker does not see
+    server = SimServer.options(**options, ray_actor_options={"num_cpus": parsed.deployment.num_cpus})  # type: ignore[attr-defined]
+    return server.bind(parsed.model_dump(mode="json"))

@@ -47,12 +47,13 @@ from tuner.spec.workload import Workload
 
 def load_workload(arg: str, args: argparse.Namespace) -> tuple[Workload, Path | None]:
     path = Path(arg)
+    data: dict[str, Any]
     given = vllm_flags.dataset_workload(args)
     if given is not None:
         data, base = given
         path = Path("--dataset-name")
     elif arg in ("static", "dynamic", "mixed"):
-        data: dict[str, Any] = {"profile": arg}
+        data = {"profile": arg}
         base = None
     elif path.suffix.lower() in (".yaml", ".yml") or path.exists():
         raw = load_yaml(path)
@@ -182,7 +183,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         console.print(f"[red]error:[/] {exc}")
         return 2
     rows = []
-    summaries = []
+    summaries: list[dict[str, Any]] = []
     for load in loads:
         folder = None
         if args.output:

@@ -70,7 +70,7 @@ def _vllm_parser() -> Any:
     try:
         from vllm.utils.argparse_utils import FlexibleArgumentParser
     except ImportError:
-        from vllm.utils import FlexibleArgumentParser  # type: ignore[attr-defined,no-redef]
+        from vllm.utils import FlexibleArgumentParser  # type: ignore[no-redef]
     for module in ("vllm.entrypoints.launchers.cli_args", "vllm.entrypoints.openai.cli_args"):
         try:
             make_arg_parser = __import__(module, fromlist=["make_arg_parser"]).make_arg_parser
@@ -239,6 +239,11 @@ class ArgChecker:
 _CHECKERS: dict[tuple[str, str, str], ArgChecker] = {}
 
 
+def _close_all() -> None:
+    for c in _CHECKERS.values():
+        c.close()
+
+
 def checker(python: str, engine: str, env: Mapping[str, str] | None = None) -> ArgChecker:
     """The shared checker for one interpreter, engine and extra environment (closed at exit)."""
     key = (python, engine, json.dumps(sorted((env or {}).items())))
@@ -246,7 +251,7 @@ def checker(python: str, engine: str, env: Mapping[str, str] | None = None) -> A
         if not _CHECKERS:
             import atexit
 
-            atexit.register(lambda: [c.close() for c in _CHECKERS.values()])
+            atexit.register(_close_all)
         _CHECKERS[key] = ArgChecker(python, engine, env)
     return _CHECKERS[key]
 

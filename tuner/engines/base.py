@@ -60,7 +60,7 @@ def user_dir() -> str | None:
 
 class Engine(ABC):
     name: ClassVar[str]
-    metrics_prefix: ClassVar[str]  # "vllm:" or "sglang:"
+    metrics_prefix: str  # "vllm:" or "sglang:" (a class default; the sim sets its flavour's per launch)
     metric_names: ClassVar[MetricNames] = {}  # running, waiting, kv_cache_usage, preemptions
     fatal_start: ClassVar[re.Pattern[str] | None] = None  # a log line meaning "start failed for good"
     patterns: ClassVar[tuple[failures.Pattern, ...]] = failures.COMMON  # log line -> outcome, in order

@@ -47,7 +47,8 @@ def engine_class(name: str) -> type[Engine]:
     if name not in known:
         raise SpecError(f"unknown engine {name!r}", "engine", f"use one of {sorted(known)}")
     module, cls = known[name].split(":")
-    return getattr(importlib.import_module(module), cls)  # type: ignore[no-any-return]
+    found: type[Engine] = getattr(importlib.import_module(module), cls)
+    return found
 
 
 def get_engine(name: str) -> Engine:

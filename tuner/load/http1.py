@@ -191,7 +191,8 @@ class _Exchange:
         """De-frame what is buffered (the hot path: one call per read, locals only in the loop)."""
         buf = conn.buf
         end_buf = len(buf)
-        pos, out, need = 0, [], self.need
+        out: list[bytes] = []
+        pos, need = 0, self.need
         while True:
             if need < 0:
                 nl = buf.find(b"\r\n", pos)

@@ -123,7 +123,7 @@ class HttpTarget:
         try:
             import uvloop
 
-            loop = uvloop.new_event_loop()
+            loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
         except ImportError:
             loop = asyncio.new_event_loop()
         try:

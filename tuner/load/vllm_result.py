@@ -72,7 +72,7 @@ def _peaks(records: Sequence[RequestRecord]) -> dict[str, float | int | None]:
     if not ok:
         return {"max_output_tokens_per_s": None, "max_concurrent_requests": None}
     start = min(r.sent_s for r in ok)
-    bins = int(np.ceil(max(r.done_s for r in ok) - start)) + 1  # type: ignore[type-var]
+    bins = int(np.ceil(max(r.done_s for r in ok if r.done_s is not None) - start)) + 1
     tokens = np.zeros(bins)
     touching = np.zeros(bins, dtype=int)
     for r in ok:

@@ -62,7 +62,7 @@ def promote_study(
     summary = [_candidate_json(c) for c in selection.candidates]
     if selection.baseline is not None and selection.baseline not in selection.candidates:
         summary.append(_candidate_json(selection.baseline))
-    figures = {"defaults_won": selection.defaults_won, "noise": selection.noise, "gain": selection.gain,
+    figures: dict[str, Any] = {"defaults_won": selection.defaults_won, "noise": selection.noise, "gain": selection.gain,
                "baseline_worst_objective": selection.baseline.worst_objective
                if selection.baseline is not None and not selection.baseline.dropped else None}
     client = MlflowClient(tracking_uri=tracking_uri, registry_uri=tracking_uri)

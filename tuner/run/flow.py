@@ -123,7 +123,8 @@ def run_study(study: Study, data: dict[str, Any], study_path: Path, space: Space
                  "best_objective": best.objective if best else None,
                  "baseline_objective": base.objective if base else None,
                  "tuned_vs_default": confirmed["gain"] if confirmed else
-                 (best.objective / base.objective) if best and base and base.objective else None})
+                 (best.objective / base.objective) if best and best.objective is not None and base
+                 and base.objective else None})
         except Exception as exc:  # noqa: BLE001 - MLflow down at the end: the files are all in the output folder
             log.warning("study outputs not logged to MLflow: %s", str(exc)[:300])
             run.untracked = run.untracked or ["study outputs"]

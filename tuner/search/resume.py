@@ -74,13 +74,13 @@ def resume_core(core: SearchCore, done: list[TrialResult]) -> list[TrialResult]:
             log.warning("Optuna trial %d (servetune trial %d) finished but is not in trials.parquet",
                         ft.number, number)
     for t in sorted([*done, *recovered], key=lambda t: t.number):
-        ft = mine.get(t.number)
+        told = mine.get(t.number)
         trial: optuna.Trial | None = None
-        if ft is None:  # an output folder from before optuna.db: add the trial to the new study
+        if told is None:  # an output folder from before optuna.db: add the trial to the new study
             trial = core.baseline_trial(t.engine) if t.baseline else core.fixed_trial(t.engine, t.params)
             trial.set_user_attr(s.A_TRIAL_ID, t.trial_id)
-        elif ft.state == _RUNNING:
-            trial = optuna.Trial(core.optuna, ft._trial_id)
+        elif told.state == _RUNNING:
+            trial = optuna.Trial(core.optuna, told._trial_id)
         if t.baseline and t.engine in core._baselines:
             core._baselines.remove(t.engine)
         core._launch(trial, t.engine, dict(t.params), dict(t.args), list(t.notes), baseline=t.baseline,

@@ -18,7 +18,7 @@ import json
 import math
 import pickle
 from dataclasses import replace
-from typing import Any
+from typing import Any, Literal
 
 import optuna
 from ray.tune.search import Searcher
@@ -74,7 +74,7 @@ class SearchCore:
                  grid_points: int = 3) -> None:
         self.study, self.space = study, space
         self.multi = study.objective.mode == "multi"
-        directions = ["maximize", "minimize"] if self.multi else ["maximize"]
+        directions: list[Literal['maximize', 'minimize']] = ["maximize", "minimize"] if self.multi else ["maximize"]
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         self.optuna = optuna.create_study(study_name=study.name, storage=storage, load_if_exists=True,
                                           directions=directions, sampler=sampler or make_sampler(study, space))
@@ -153,11 +153,13 @@ class SearchCore:
         try:
             args, notes = sp.apply_constraints(values)
         except Rejected as exc:
-            return self._skip(trial, engine, values, f"constraint: {exc}")
+            self._skip(trial, engine, values, f"constraint: {exc}")
+            return None
         if self.feasibility is not None:
             why = self.feasibility.predict(engine, args)
             if why:
-                return self._skip(trial, engine, values, why)
+                self._skip(trial, engine, values, why)
+                return None
         key = self._key(engine, args)
         twin = self._running.get(key, self._done.get(key))
         if twin is not None:
@@ -322,7 +324,7 @@ class ConstrainedSearcher(Searcher):
     def set_search_properties(self, metric: str | None, mode: str | None, config: dict, **spec: Any) -> bool:
         return True  # the space comes from the study, not from Tune's param_space
 
-    def suggest(self, trial_id: str) -> dict[str, Any] | str | None:
+    def suggest(self, trial_id: str) -> dict[str, Any] | str | None:  # type: ignore[override]
         cfg = self.core.ask()
         if cfg is None:
             return Searcher.FINISHED

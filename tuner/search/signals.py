@@ -17,7 +17,7 @@ from typing import Any
 from ray import tune
 
 EXIT_INTERRUPTED = 130
-_NAMES = {signal.SIGINT: "Ctrl-C (SIGINT)", signal.SIGTERM: "SIGTERM"}
+_NAMES: dict[int, str] = {signal.SIGINT: "Ctrl-C (SIGINT)", signal.SIGTERM: "SIGTERM"}
 
 
 class Interrupt:

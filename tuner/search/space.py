@@ -88,10 +88,13 @@ class EngineSpace:
             if not self.active(name, values):
                 continue
             key = f"{prefix}{name}"
-            if p.type == "int":
-                values[name] = trial.suggest_int(key, int(p.low), int(p.high), step=int(p.step or 1), log=p.log)
-            elif p.type == "float":
-                values[name] = trial.suggest_float(key, p.low, p.high, step=p.step, log=p.log)
+            if p.type in ("int", "float"):
+                assert p.low is not None and p.high is not None  # Param's validator requires both
+                if p.type == "int":
+                    values[name] = trial.suggest_int(key, int(p.low), int(p.high), step=int(p.step or 1),
+                                                     log=p.log)
+                else:
+                    values[name] = trial.suggest_float(key, p.low, p.high, step=p.step, log=p.log)
             elif p.type == "bool":
                 values[name] = trial.suggest_categorical(key, [True, False])
             else:
@@ -106,7 +109,9 @@ class EngineSpace:
 
         axes: list[tuple[str, list[Any]]] = []
         for name, p in self.params.items():
+            vals: list[Any]
             if p.type in ("int", "float"):
+                assert p.low is not None and p.high is not None
                 lo, hi = float(p.low), float(p.high)
                 raw = np.geomspace(lo, hi, points_per_range) if p.log else np.linspace(lo, hi, points_per_range)
                 vals = sorted({int(round(v)) if p.type == "int" else round(float(v), 4) for v in raw})

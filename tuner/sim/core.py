@@ -80,6 +80,14 @@ class Core:
         self.spec_frac = 0.0  # speculative decoding: fractional tokens carried to the next verify step
 
     # ---- sequence transitions -------------------------------------------------------------
+    def step(self) -> bool:
+        """One scheduler step (the vLLM and SGLang schedulers each define it); False when idle."""
+        raise NotImplementedError
+
+    def advance(self, t_event: float) -> bool:
+        """Run steps up to `t_event` (each scheduler defines it)."""
+        raise NotImplementedError
+
     def _enter_decode(self, s: Seq) -> None:
         s.state = DECODE
         s.dec_start = j = len(self.dec_times)
@@ -227,9 +235,10 @@ class Core:
             m = self._flop_mult(self.now)
             base = self.cost.decode_base(n, n <= self.graph_max, m)
         else:
-            base = self._base.get(n)
-            if base is None:
-                base = self._base[n] = self.cost.decode_base(n, n <= self.graph_max)
+            cached = self._base.get(n)
+            if cached is None:
+                cached = self._base[n] = self.cost.decode_base(n, n <= self.graph_max)
+            base = cached
         a = base + dec_b * (self.sum_l + n)
         c2 = dec_b * n / 2.0
         now = self.now
@@ -255,8 +264,8 @@ class Core:
         if k <= 40:  # below this a list comprehension beats numpy's per-call cost
             dec.extend([fe + x * a + c2 * x * (x - 1) for x in range(1, k + 1)])
         else:
-            x = np.arange(1, k + 1, dtype=np.float64)
-            dec.extend((fe + x * a + c2 * x * (x - 1)).tolist())
+            xs = np.arange(1, k + 1, dtype=np.float64)
+            dec.extend((fe + xs * a + c2 * xs * (xs - 1)).tolist())
         last = dec[-1]
         self.now = last - self.frontend
         if self.heat_k:
@@ -285,9 +294,9 @@ class Core:
         if s.first is not None and len(pieces) == 1 and s.state != DECODE and type(pieces[0]) is tuple:
             a, b = pieces[0]  # the common case: one prefill, one decode stretch, done
             if a > 0:
-                out = dec[a - 1:b]
-                out[0] = s.first
-                return out
+                run = dec[a - 1:b]
+                run[0] = s.first
+                return run
         out: list[float] = [] if s.first is None else [s.first]
         for p in pieces:
             if type(p) is tuple:

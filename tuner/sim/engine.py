@@ -51,7 +51,7 @@ class SimulatedEngine:
         fp8_kv = "fp8" in str(cfg.get("kv_cache_dtype") or "")
         self.spec = spec_plan(flavour, cfg, {k: dict(v) for k, v in (speculative or {}).items()})
         draft_layers = self.spec.draft_layers if self.spec else 0
-        prec = {"fp8_weights": fp8_w, "fp8_kv": fp8_kv, "draft_layers": draft_layers}
+        prec: dict[str, Any] = {"fp8_weights": fp8_w, "fp8_kv": fp8_kv, "draft_layers": draft_layers}
         if flavour == "vllm":
             plan = plan_vllm(self.shape, self.gpu, cfg, max_model_len, self.tp, dtype, **prec)
             eager = cfg["enforce_eager"]
@@ -143,10 +143,9 @@ class SimulatedEngine:
         sent = [False] * n
         errors: dict[int, str] = {}
         t_stop = math.inf if max_sim_time_s is None else float(max_sim_time_s)
-        closed = concurrency is not None
         backlog: deque[int] = deque()
         pending: list[tuple[float, int]] = []  # (send time, request index), a heap
-        if closed:
+        if concurrency is not None:
             if concurrency < 1:
                 raise ValueError(f"concurrency must be >= 1, got {concurrency}")
             backlog.extend(range(n))
@@ -192,7 +191,7 @@ class SimulatedEngine:
                 if backlog:
                     for s in finished:
                         if backlog:  # closed loop: the next request goes out when this one's last token arrives
-                            heappush(pending, (s.done, backlog.popleft()))  # type: ignore[arg-type]
+                            heappush(pending, (s.done, backlog.popleft()))  # type: ignore[arg-type,misc]
                 finished.clear()
             if not progressed:
                 if next_arr < t_stop:

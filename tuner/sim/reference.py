@@ -153,7 +153,7 @@ def figures(records: list[RequestRecord]) -> dict[str, float]:
     # like `vllm bench serve`: every gap between streamed chunks of every request, pooled
     itl = np.concatenate([np.diff(r.token_times) for r in ok]) * 1e3
     start = min(r.sent_s for r in records)
-    dur = max(r.done_s for r in ok) - start  # type: ignore[type-var]
+    dur = max(r.done_s for r in ok if r.done_s is not None) - start
     return {
         "output_throughput": sum(r.output_tokens for r in ok) / dur,
         "p50_ttft_ms": float(np.percentile(ttft, 50)),

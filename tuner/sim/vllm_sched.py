@@ -120,7 +120,8 @@ class VLLMScheduler(Core):
             kv += s.L + c
             if s.L + c == s.target:
                 logits += 1
-        spec = {"decodes": n, "decode_ctx": float(self.sum_l + n)} if self.cost.spec is not None else {}
+        spec: dict[str, Any] = ({"decodes": n, "decode_ctx": float(self.sum_l + n)} if self.cost.spec is not None
+                                else {})
         if self.heat_k:
             m_clk = self._flop_mult(self.now)
             dur = self.cost.step(tokens, logits, pairs, kv, tokens <= self.graph_max, m_clk, **spec)

@@ -101,7 +101,7 @@ class Speculative(Strict):
     @model_validator(mode="after")
     def _drafts(self) -> Speculative:
         for name in ("eagle3", "dflash"):
-            m = self.methods.get(name)  # type: ignore[call-overload]
+            m = self.methods.get(name)  # type: ignore[call-overload,unused-ignore]
             if m is not None and not m.draft_model:
                 raise ValueError(f"speculative method {name} needs draft_model | fix: name the draft model "
                                  f"(e.g. a {name} draft trained for this target) or drop the entry")

@@ -232,10 +232,10 @@ class StudyTracker:
 
     def log_outputs(self, files: list[Path], summary: dict[str, Any]) -> None:
         assert self.parent_run_id
-        for f in files:
-            if f.exists():
-                sub = "plots" if f.parent.name == "plots" else None
-                self.client.log_artifact(self.parent_run_id, str(f), artifact_path=sub)
+        for path in files:
+            if path.exists():
+                sub = "plots" if path.parent.name == "plots" else None
+                self.client.log_artifact(self.parent_run_id, str(path), artifact_path=sub)
         for k, v in summary.items():
             if (f := finite_float(v)) is not None:
                 self.client.log_metric(self.parent_run_id, k, f)
