@@ -63,7 +63,7 @@ def load(args: argparse.Namespace) -> tuple[Study, dict[str, Any], Path]:
     return study, data, path
 
 
-def init_ray(study: Study) -> None:
+def init_ray(study: Study, verbose: bool = False) -> None:
     """Join the cluster in RAY_ADDRESS or the one `ray start` made on this node (as under `ray job submit`),
     else start a local Ray (bound to 127.0.0.1, see tuner.run.local_ray). `RAY_ADDRESS=local` always starts
     a private one."""
@@ -72,7 +72,9 @@ def init_ray(study: Study) -> None:
     from tuner.run.local_ray import init_kwargs
 
     if not ray.is_initialized():
-        ray.init(log_to_driver=False, **init_kwargs())
+        from tuner.run.quiet import ray_log_level
+
+        ray.init(log_to_driver=False, logging_level=ray_log_level(verbose), **init_kwargs())
 
 
 def check_cluster(study: Study, max_concurrent: int) -> int:
@@ -101,6 +103,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from tuner.run.quiet import quiet
+
+    quiet(args.verbose)  # before Ray and Tune load: no config box, TensorBoard hints or start-up notices
     from tuner.run.lock import OutputLock
     from tuner.search.signals import EXIT_INTERRUPTED, Interrupt
 
@@ -141,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
         from tuner.run.flow import run_study
         from tuner.run.lock import local_ray_processes
 
-        init_ray(study)
+        init_ray(study, args.verbose)
         Interrupt.install()  # again: Ray's core worker put its own SIGTERM handler (a native stack dump) in
         uri = use_credentials(uri)  # in MLflow's env vars (after Ray started: its processes never see them)
         lock.record_ray(*local_ray_processes())
