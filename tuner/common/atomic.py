@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from tuner.common.errors import DiskFullError
+from tuner.common.numeric import json_safe
 
 
 def write_bytes(path: Path, data: bytes) -> None:
@@ -48,8 +49,9 @@ def write_text(path: Path, text: str) -> None:
     write_bytes(path, text.encode())
 
 
-def write_json(path: Path, obj: Any) -> None:
-    write_text(path, json.dumps(obj, indent=2, default=str, sort_keys=False) + "\n")
+def write_json(path: Path, obj: Any, *, sort_keys: bool = False) -> None:
+    """Valid JSON always: NaN and infinities are written as null."""
+    write_text(path, json.dumps(json_safe(obj), indent=2, default=str, sort_keys=sort_keys, allow_nan=False) + "\n")
 
 
 def write_table(path: Path, table: Any) -> None:

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import json
 import math
-import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+
+from tuner.common.atomic import write_json as atomic_write_json
 
 COLUMNS = [  # (header, summary key, format)
     ("ok/failed", "", ""),
@@ -26,23 +26,9 @@ COLUMNS = [  # (header, summary key, format)
 ]
 
 
-def clean(value: Any) -> Any:
-    """JSON-safe: NaN and infinities become null (JSON has no NaN)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, Mapping):
-        return {str(k): clean(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [clean(v) for v in value]
-    return value
-
-
 def write_json(path: Path, data: Any) -> None:
-    """Atomic write (temp file + os.replace), so a reader never sees half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(clean(data), indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)
+    """Atomic and valid JSON (NaN as null): tuner.common.atomic's writer, keys sorted."""
+    atomic_write_json(path, data, sort_keys=True)
 
 
 def _fmt(summary: Mapping[str, float], key: str, fmt: str) -> str:

@@ -14,14 +14,13 @@ the tuned engine arguments plus deployment options derived from the measured cap
 from __future__ import annotations
 
 import math
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from serve_apps.args import AppArgs, Autoscaling, DeploymentArgs
+from tuner.common.atomic import write_text
 from tuner.engines import engine_class, get_engine
 from tuner.spec.study import SimSettings, Study
 from tuner.trial.result import TrialResult
@@ -127,12 +126,8 @@ def serve_config(apps: list[dict[str, Any]], *, host: str = "127.0.0.1", port: i
 
 
 def write_config(config: dict[str, Any], path: Path) -> Path:
-    """Atomic write (temp file + os.replace), so a reader never sees half a config."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name, dir=path.parent)
-    with os.fdopen(fd, "w") as f:
-        yaml.safe_dump(config, f, sort_keys=False)
-    os.replace(tmp, path)
+    """Atomic write (tuner.common.atomic), so a reader never sees half a config."""
+    write_text(path, yaml.safe_dump(config, sort_keys=False))
     return path
 
 

@@ -5,11 +5,11 @@ converted at that edge only (`to_config`/`from_config`, `to_tune`/`from_tune`).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from tuner.common.numeric import finite_float
 from tuner.trial.outcome import TrialOutcome
 
 if TYPE_CHECKING:
@@ -67,7 +67,7 @@ class TrialReport:
         m = result.metrics
         return cls(
             outcome=result.outcome, objective=result.objective, capacity=result.capacity, reason=result.reason,
-            latency=_num(m.get(study.objective.latency_metric)), metrics=dict(m), points=len(result.points),
+            latency=finite_float(m.get(study.objective.latency_metric)), metrics=dict(m), points=len(result.points),
             violations=[t.violation(m) for t in study.sla] if m else [1.0] * len(study.sla),
         )
 
@@ -87,15 +87,7 @@ class TrialReport:
         except ValueError:
             return cls.failed(TrialOutcome.CRASHED, str(result.get("reason") or "the trainable raised"))
         metrics = result.get("metrics")
-        return cls(outcome=outcome, objective=_num(result.get("objective")), latency=_num(result.get("latency")),
-                   capacity=_num(result.get("capacity")), violations=list(result.get("violations") or []),
+        return cls(outcome=outcome, objective=finite_float(result.get("objective")), latency=finite_float(result.get("latency")),
+                   capacity=finite_float(result.get("capacity")), violations=list(result.get("violations") or []),
                    reason=str(result.get("reason") or ""), metrics=dict(metrics) if isinstance(metrics, dict) else {},
                    points=int(result.get("points") or 0), early_stopped=bool(result.get("early_stopped")))
-
-
-def _num(v: Any) -> float | None:
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(f) or math.isinf(f) else f

@@ -15,7 +15,6 @@ outcome) that tie it to its row in trials.parquet and its MLflow run.
 from __future__ import annotations
 
 import json
-import math
 import pickle
 from dataclasses import replace
 from typing import Any, Literal
@@ -23,6 +22,7 @@ from typing import Any, Literal
 import optuna
 from ray.tune.search import Searcher
 
+from tuner.common.numeric import finite_float
 from tuner.search.ask_tell import Suggestion, TrialReport
 from tuner.search.attrs import (
     A_ARGS,
@@ -244,7 +244,7 @@ class SearchCore:
         if trial is not None:
             trial.set_user_attr(A_OUTCOME, outcome.value)
             trial.set_user_attr(A_REASON, result.reason[:2000])
-            trial.set_user_attr(A_CAPACITY, _num(result.capacity))
+            trial.set_user_attr(A_CAPACITY, finite_float(result.capacity))
             if values is None:
                 self.optuna.tell(trial, state=optuna.trial.TrialState.FAIL)
             else:
@@ -255,7 +255,7 @@ class SearchCore:
             "number": number, "engine": cfg.engine, "params": cfg.params, "args": cfg.args,
             "baseline": cfg.baseline, "outcome": outcome,
             "objective": values[0] if values else None, "latency": values[1] if values and self.multi else
-            _num(result.latency), "capacity": _num(result.capacity),
+            finite_float(result.latency), "capacity": finite_float(result.capacity),
             "feasible": values is not None and outcome is TrialOutcome.OK
             and all(v <= 0 for v in constraints.values()),
         })
@@ -264,20 +264,20 @@ class SearchCore:
         """Objective (and latency in multi mode) of a run; None for a failure: never a fake zero."""
         if not result.outcome.ran:
             return None
-        obj = _num(result.objective)
+        obj = finite_float(result.objective)
         if obj is None and result.outcome is TrialOutcome.SLA_VIOLATED:
-            obj = _num(result.metrics.get(self.study.objective.metric))  # throughput at the lowest load
+            obj = finite_float(result.metrics.get(self.study.objective.metric))  # throughput at the lowest load
         if obj is None:
             return None
         if not self.multi:
             return [obj]
-        lat = _num(result.latency if result.latency is not None
+        lat = finite_float(result.latency if result.latency is not None
                    else result.metrics.get(self.study.objective.latency_metric))
         return None if lat is None else [obj, lat]
 
     def _constraints(self, result: TrialReport) -> dict[str, float]:
         """One constraint per SLA term, (value - limit) / limit; missing terms count as violated."""
-        given = [_num(v) for v in result.violations]
+        given = [finite_float(v) for v in result.violations]
         out: dict[str, float] = {}
         for i, term in enumerate(self.study.sla):
             v = given[i] if i < len(given) else None
@@ -394,11 +394,3 @@ def _snap(p: Any, v: Any) -> Any:
 def _tidy(v: Any) -> Any:
     """0.9400000000000001 -> 0.94: stepped floats reach engine flags as their intended values."""
     return round(v, 6) if isinstance(v, float) else v
-
-
-def _num(v: Any) -> float | None:
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(f) or math.isinf(f) else f

@@ -8,11 +8,11 @@ the progress view, the report and MLflow (tuner.tracking.compare) all read it fr
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tuner.common.numeric import finite_float
 from tuner.spec.sla import SLATerm
 
 
@@ -37,7 +37,7 @@ def binding(sla: Sequence[SLATerm], points: Sequence[dict[str, Any]], capacity: 
             mode: str = "rate") -> Binding | None:
     """The binding term at the lowest failing load above `capacity`; None when no such point was measured."""
     unit = "req/s" if mode == "rate" else "concurrent"
-    above = [p for p in points if _num(p.get("load")) is not None and not p.get("feasible")
+    above = [p for p in points if finite_float(p.get("load")) is not None and not p.get("feasible")
              and (capacity is None or p["load"] > capacity)]
     if not sla or not above:
         return None
@@ -46,14 +46,14 @@ def binding(sla: Sequence[SLATerm], points: Sequence[dict[str, Any]], capacity: 
     if isinstance(stopped, str) and stopped:
         named = [t for t in sla if t.name in stopped]
         if named:
-            return Binding(point["load"], unit, named[0], _num(point.get(named[0].metric)))
+            return Binding(point["load"], unit, named[0], finite_float(point.get(named[0].metric)))
         return Binding(point["load"], unit, None, None, f"load point stopped early ({stopped})")
-    measured = [t for t in sla if _num(point.get(t.metric)) is not None]
+    measured = [t for t in sla if finite_float(point.get(t.metric)) is not None]
     worst = max(measured, key=lambda t: t.violation(point)) if measured else None
     if worst is None or worst.violation(point) <= 0:
-        err = _num(point.get("error_rate"))
+        err = finite_float(point.get("error_rate"))
         return Binding(point["load"], unit, None, None, f"error_rate {err:.3g}" if err is not None else "SLA broken")
-    return Binding(point["load"], unit, worst, _num(point.get(worst.metric)))
+    return Binding(point["load"], unit, worst, finite_float(point.get(worst.metric)))
 
 
 def describe(sla: Sequence[SLATerm], points: Sequence[dict[str, Any]], capacity: float | None,
@@ -62,16 +62,8 @@ def describe(sla: Sequence[SLATerm], points: Sequence[dict[str, Any]], capacity:
     b = binding(sla, points, capacity, mode)
     if b is not None:
         return str(b)
-    loads = [x for p in points if (x := _num(p.get("load"))) is not None]
+    loads = [x for p in points if (x := finite_float(p.get("load"))) is not None]
     if not loads:
         return ""
     unit = "req/s" if mode == "rate" else "concurrent"
     return f"none: the SLA held up to the highest load tried ({max(loads):g} {unit})"
-
-
-def _num(v: Any) -> float | None:
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(f) or math.isinf(f) else f

@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from tuner.common.metric_keys import renamed
+from tuner.common.numeric import finite_float
 from tuner.trial.outcome import TrialOutcome
 
 
@@ -97,11 +98,11 @@ class TrialResult:
             args=json.loads(row["args_json"]),
             outcome=TrialOutcome(row["outcome"]),
             reason=row.get("reason") or "",
-            capacity=_opt(row.get("capacity")),
-            objective=_opt(row.get("objective")),
+            capacity=finite_float(row.get("capacity")),
+            objective=finite_float(row.get("objective")),
             metrics=current_names(json.loads(row["metrics_json"])),
             points=[current_names(p) for p in json.loads(row["points_json"])],
-            start_s=_opt(row.get("start_s")),
+            start_s=finite_float(row.get("start_s")),
             wall_s=float(row.get("wall_s") or 0.0),
             records_path=row.get("records_path"),
             log_path=row.get("log_path"),
@@ -118,13 +119,6 @@ class TrialResult:
         d = asdict(self)
         d["outcome"] = self.outcome.value
         return d
-
-
-def _opt(v: Any) -> float | None:
-    if v is None:
-        return None
-    f = float(v)
-    return None if math.isnan(f) else f
 
 
 def current_names(d: dict[str, Any]) -> dict[str, Any]:
