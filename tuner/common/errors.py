@@ -28,7 +28,7 @@ class SpecError(ServetuneError):
 class EngineStartError(ServetuneError):
     """The engine did not become ready, and what that means (start_failed, oom, timeout...)."""
 
-    def __init__(self, outcome: TrialOutcome | str, reason: str) -> None:
+    def __init__(self, outcome: TrialOutcome, reason: str) -> None:
         self.outcome, self.reason = TrialOutcome(outcome), reason
         super().__init__(f"{self.outcome.value}: {reason}")
 

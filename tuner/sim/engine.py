@@ -20,6 +20,7 @@ from tuner.sim.memory import dtype_bytes, plan_sglang, plan_vllm
 from tuner.sim.sglang_sched import SGLangScheduler
 from tuner.sim.spec import plan as spec_plan
 from tuner.sim.vllm_sched import VLLMScheduler
+from tuner.trial.outcome import TrialOutcome
 
 TOO_LONG = "prompt too long (HTTP 400)"
 
@@ -62,7 +63,7 @@ class SimulatedEngine:
             if cfg["max_running_requests"] is None:
                 cfg["max_running_requests"] = sglang_max_running(plan.kv_tokens, max_model_len)
             if cfg["max_running_requests"] < 1:
-                raise EngineStartError("start_failed", "ValueError: max_running_requests must be positive")
+                raise EngineStartError(TrialOutcome.START_FAILED, "ValueError: max_running_requests must be positive")
             eager = False
         self.cfg = cfg
         self.plan = plan

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tuner.common.errors import EngineStartError
+from tuner.trial.outcome import TrialOutcome
 
 # (tau, at k): mean tokens per verify step on real text, greedy. Sources in docs/sim.md ("Levers").
 DEFAULT_ACCEPTANCE: dict[str, tuple[float, int]] = {
@@ -99,10 +100,10 @@ def plan(flavour: str, cfg: dict[str, Any], methods: dict[str, dict[str, Any]] |
         k = int(draft) - 1
         passes_hint = int(steps)
     if method not in DEFAULT_ACCEPTANCE:
-        raise EngineStartError("start_failed", f"ValueError: speculative method {method!r} is not supported "
+        raise EngineStartError(TrialOutcome.START_FAILED, f"ValueError: speculative method {method!r} is not supported "
                                f"by the simulator (known: {sorted(DEFAULT_ACCEPTANCE)})")
     if k < 1:
-        raise EngineStartError("start_failed", "ValueError: num_speculative_tokens must be >= 1 "
+        raise EngineStartError(TrialOutcome.START_FAILED, "ValueError: num_speculative_tokens must be >= 1 "
                                f"(got {k}) for speculative method {method!r}")
     given = (methods or {}).get(method) or {}
     tau_ref, k_ref = DEFAULT_ACCEPTANCE[method]
