@@ -93,6 +93,8 @@ def load_study(workload: str, seed: int, trials: int, a: argparse.Namespace) -> 
         cap["requests_per_point"] = a.requests_per_point
     if "duration_s" in cap:
         cap["duration_s"] = a.duration_s
+    if a.max_points:
+        cap["max_points"] = a.max_points
     data["capacity"] = cap
     data["budget"] = {**(data.get("budget") or {}), "trials": trials}
     return validate(Study, data, str(path))
@@ -192,6 +194,7 @@ def main() -> None:
     ap.add_argument("--ref-sample", type=int, default=150, help="random configs scored for the reference optimum")
     ap.add_argument("--requests-per-point", type=int, default=100, help="dynamic/mixed load points (study: 300)")
     ap.add_argument("--duration-s", type=float, default=10.0, help="static load points (study: 30 s)")
+    ap.add_argument("--max-points", type=int, default=None, help="load points per capacity search (study: 8)")
     ap.add_argument("--save", type=Path, default=None, help="pickle the per-workload runs here")
     a = ap.parse_args()
     methods = [m for m in a.methods.split(",") if m]

@@ -97,11 +97,12 @@ def main() -> None:
     ap.add_argument("--pool", type=int, default=40, help="simulated trials that propose the loop's candidates")
     ap.add_argument("--ref-sample", type=int, default=40)
     ap.add_argument("--duration-s", type=float, default=10.0, help="load point length (study: 30 s)")
+    ap.add_argument("--max-points", type=int, default=8, help="load points per capacity search (study: 8)")
     ap.add_argument("--log", type=Path, default=None, help="write every seed's per-trial records here (JSON)")
     a = ap.parse_args()
     path = ROOT / "studies" / "static-levers.yaml"
     data = load_yaml(path)
-    data["capacity"] = {**data["capacity"], "duration_s": a.duration_s}
+    data["capacity"] = {**data["capacity"], "duration_s": a.duration_s, "max_points": a.max_points}
     study = validate(Study, data, str(path))
     space = build_space(study, ROOT / "studies")
     real = Scorer(study, space, replace(FITTED, **{k: getattr(FITTED, k) * f for k, f in PERTURB.items()}))
