@@ -195,10 +195,17 @@ def main() -> None:
     ap.add_argument("--requests-per-point", type=int, default=100, help="dynamic/mixed load points (study: 300)")
     ap.add_argument("--duration-s", type=float, default=10.0, help="static load points (study: 30 s)")
     ap.add_argument("--max-points", type=int, default=None, help="load points per capacity search (study: 8)")
-    ap.add_argument("--save", type=Path, default=None, help="pickle the per-workload runs here")
+    ap.add_argument("--save", type=Path, default=None, help="pickle the per-workload results here")
+    ap.add_argument("--combine", default=None, help="only print the summary of these --save files (comma list): "
+                    "workloads run as parallel processes")
     a = ap.parse_args()
     methods = [m for m in a.methods.split(",") if m]
     results: dict[str, dict[str, Any]] = {}
+    if a.combine:
+        for f in a.combine.split(","):
+            with open(f, "rb") as fh:
+                results.update(pickle.load(fh)["results"])
+        return summary(results, methods, a.seeds)
     for wl in [w for w in a.workloads.split(",") if w]:
         if wl not in WORKLOADS:
             raise SystemExit(f"unknown workload {wl!r} | fix: --workloads from {', '.join(WORKLOADS)}")
@@ -215,6 +222,10 @@ def main() -> None:
         if a.save:
             with a.save.open("wb") as f:
                 pickle.dump({"results": results, "args": vars(a)}, f)
+    summary(results, methods, a.seeds)
+
+
+def summary(results: dict[str, dict[str, Any]], methods: list[str], seeds: int) -> None:
     chosen = methods[0]
     hits = min(r[chosen]["hits"] for r in results.values())
     pooled = {m: statistics.median([x for r in results.values() for x in r[m]["ratios"][20]])
@@ -222,7 +233,7 @@ def main() -> None:
     tuned = [r[chosen]["tuned"] for r in results.values() if r[chosen]["tuned"] == r[chosen]["tuned"]]
     gm = math.exp(statistics.mean(math.log(t) for t in tuned)) if tuned else float("nan")
     print(f"({chosen} is the chosen sampler; hits = worst workload, medians pooled over workloads x seeds)")
-    print(f"tpe_hits_95pct={hits}/{a.seeds} tpe_median_ratio_at_20={pooled[chosen]:.3f} "
+    print(f"tpe_hits_95pct={hits}/{seeds} tpe_median_ratio_at_20={pooled[chosen]:.3f} "
           f"random_median_ratio_at_20={pooled.get('random', float('nan')):.3f} tuned_vs_default={gm:.3f}")
 
 

@@ -132,7 +132,7 @@ def main() -> None:
     target = 0.95 * opt
     print(f"true optimum (best real objective over {a.ref_sample} random configs and every launched one): "
           f"{opt:.1f}; target {target:.1f}")
-    with_n, without_n, log = [], [], {}
+    with_n, without_n, spent, log = [], [], [], {}
     for seed, arm in arms.items():
         best, n_wo = float("-inf"), None
         for i, (_, _, r) in enumerate(arm["without"], 1):
@@ -146,6 +146,7 @@ def main() -> None:
         best_loop = max((r.measured for r in arm["records"] if r.measured is not None), default=0.0)
         print(f"seed {seed}: without loop {n_wo or f'>{a.budget}'} real trials; with loop {n_w or 'never'} "
               f"({launched} launched of {len(arm['records'])} candidates, best {best_loop / opt:.3f} of optimum)")
+        spent.append(launched)
         without_n.append(n_wo or a.budget + 1)
         with_n.append(n_w or a.budget + 1)
         log[seed] = [asdict(r) | {"key": list(r.key)} for r in arm["records"]]
@@ -158,6 +159,8 @@ def main() -> None:
     if a.log:
         a.log.parent.mkdir(parents=True, exist_ok=True)
         a.log.write_text(json.dumps(log, indent=1, default=str))
+    print(f"real trials the loop launched before it stopped (median over seeds): {statistics.median(spent):g} "
+          f"(without the loop the search spends its whole budget: {a.budget})")
     print(f"real_trials_to_95pct_with_loop={statistics.median(with_n):g} without_loop={statistics.median(without_n):g}")
 
 

@@ -71,3 +71,19 @@ def test_error_widens_until_enough_points_and_never_below_floor() -> None:
     ok, why = gate.could_beat(100.0, incumbent=89.0)  # 100 * 0.8 * 1.1 = 88 <= 89
     assert not ok and "<=" in why
     assert gate.could_beat(100.0, incumbent=87.0)[0]
+
+
+def test_plateau_twins_are_not_rerun() -> None:
+    """Five candidates the simulator cannot tell apart: one real trial settles them all."""
+    cands = [Candidate(0, 100.0)] + [Candidate(i, 200.0 + i * 0.1) for i in range(1, 6)] + [Candidate(9, 150.0)]
+    runs: list[int] = []
+
+    def measure(k: int) -> tuple[float | None, float | None]:
+        runs.append(k)
+        return {0: 80.0, 9: 121.0}.get(k, 160.0), None
+
+    records = gated_search(cands, measure, first=0)
+    assert runs[:2] == [0, 5]  # baseline, then the best upper bound
+    assert runs.count(1) + runs.count(2) + runs.count(3) + runs.count(4) == 0
+    twins = [r for r in records if r.key in (1, 2, 3, 4)]
+    assert all(not r.launched and "twin of real trial #2" in r.reason for r in twins)

@@ -89,7 +89,7 @@ class SimGate:
 
 def gated_search(candidates: Sequence[Candidate], measure: Callable[[Any], tuple[float | None, float | None]],
                  *, gate: SimGate | None = None, max_real: int | None = None,
-                 first: Any = None) -> list[Record]:
+                 first: Any = None, twin_tol: float = 0.01) -> list[Record]:
     """Launch real trials (via `measure(key) -> (objective, capacity)`, None objective = did not meet the
     SLA) best upper bound first, re-scoring after each, until no remaining candidate could beat the
     incumbent or `max_real` trials ran. `first` (e.g. the baseline's key) is launched first regardless."""
@@ -97,28 +97,45 @@ def gated_search(candidates: Sequence[Candidate], measure: Callable[[Any], tuple
     records: list[Record] = []
     remaining = list(candidates)
     incumbent: float | None = None
+    measured_pairs: list[tuple[float, float, int]] = []  # (predicted, measured, order) of real trials that ran
+
+    def score(c: Candidate) -> tuple[float | None, float | None, bool, str]:
+        """(corrected, upper, could beat the incumbent, why) for one candidate now."""
+        twin = next(((p, m, o) for p, m, o in measured_pairs
+                      if c.predicted is not None and abs(c.predicted - p) <= twin_tol * p), None)
+        if twin is None:
+            corrected, upper = gate.bounds(c.predicted)
+            return (corrected, upper, *gate.could_beat(c.predicted, incumbent))
+        p, m, o = twin
+        corrected = upper = m  # the simulator cannot tell them apart: the measured one stands for both
+        ok = incumbent is None or upper > incumbent
+        return corrected, upper, ok, (f"simulator twin of real trial #{o} (predicted within {twin_tol:.0%}, measured "
+                                      f"{m:.1f}): upper bound {upper:.1f} {'>' if ok else '<='} incumbent "
+                                      f"{incumbent if incumbent is None else round(incumbent, 1)}")
+
     n = 0
     while remaining and (max_real is None or n < max_real):
         pick = next((c for c in remaining if first is not None and c.key == first), None)
         if pick is None:
-            pick = max(remaining, key=lambda c: gate.bounds(c.predicted)[1] or float("-inf"))
-            ok, reason = gate.could_beat(pick.predicted, incumbent)
+            pick = max(remaining, key=lambda c: score(c)[1] or float("-inf"))
+            corrected, upper, ok, reason = score(pick)
             if not ok:
                 break
         else:
+            corrected, upper, _, _ = score(pick)
             reason = "baseline: launched first"
         remaining.remove(pick)
-        corrected, upper = gate.bounds(pick.predicted)
         measured, measured_cap = measure(pick.key)
         n += 1
         records.append(Record(pick.key, pick.predicted, pick.predicted_capacity, corrected, upper, incumbent, True,
                               reason, measured, measured_cap, order=n))
         gate.observe(pick.predicted, measured)
+        if pick.predicted and measured is not None and pick.predicted > 0:
+            measured_pairs.append((pick.predicted, measured, n))
         if measured is not None and (incumbent is None or measured > incumbent):
             incumbent = measured
     for c in remaining:
-        corrected, upper = gate.bounds(c.predicted)
-        ok, reason = gate.could_beat(c.predicted, incumbent)
+        corrected, upper, ok, reason = score(c)
         if ok:
             reason = f"budget of {max_real} real trials spent"
         elif c.predicted is None and c.why_none:
