@@ -6,6 +6,7 @@ a real `mlflow server` process; the study promotes (registry, Serve config) so t
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -61,3 +62,4 @@ def test_planted_secrets_reach_no_file_and_no_output(tmp_path: Path) -> None:
         assert any((server.root / "artifacts").rglob("*")), "no artifact reached the server"
     finally:
         server.stop()
+        shutil.rmtree(ray_tmp, ignore_errors=True)
