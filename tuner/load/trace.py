@@ -3,7 +3,6 @@ trace (Azure LLM inference CSV, Mooncake JSONL) read by tuner.load.trace_formats
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -92,19 +91,10 @@ def _read_parquet(path: Path, where: str) -> dict[str, list]:
 def _read_jsonl(path: Path, where: str) -> dict[str, list]:
     cols: dict[str, list] = {}
     rows = 0
-    with path.open() as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise SpecError(f"bad JSON in trace {path}: {exc.msg}", f"{path}:{lineno}", "one JSON object per line") from None
-            if not isinstance(row, dict):
-                raise SpecError("trace line is not a JSON object", f"{path}:{lineno}", "one JSON object per line")
-            for key in set(cols) | set(row):
-                cols.setdefault(key, [None] * rows).append(row.get(key))
-            rows += 1
+    for _, row in trace_formats.json_lines(path):
+        for key in set(cols) | set(row):
+            cols.setdefault(key, [None] * rows).append(row.get(key))
+        rows += 1
     if any(v is None for c in COLUMNS for v in cols.get(c, [])):
         raise SpecError(f"trace {path}: some rows lack {list(COLUMNS)}", where, "give every column on every line")
     return cols

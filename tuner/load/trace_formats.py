@@ -13,8 +13,10 @@ from __future__ import annotations
 import csv
 import json
 import re
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from tuner.common.errors import SpecError
 
@@ -62,18 +64,30 @@ def read_azure(path: Path, where: str) -> dict[str, list]:
     return cols
 
 
-def read_mooncake(path: Path, where: str) -> dict[str, list]:
-    cols: dict[str, list] = {"arrival_s": [], "input_len": [], "output_len": []}
+def json_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) for each non-blank line of a JSONL file; bad JSON is a located SpecError."""
     with path.open() as f:
         for lineno, line in enumerate(f, 1):
             if not line.strip():
                 continue
             try:
                 row = json.loads(line)
-                cols["arrival_s"].append(float(row["timestamp"]) / 1000.0)
-                cols["input_len"].append(int(row["input_length"]))
-                cols["output_len"].append(int(row["output_length"]))
-            except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-                raise SpecError(f"bad Mooncake trace line: {exc!r}", f"{path}:{lineno}",
-                                f"one JSON object per line with {', '.join(MOONCAKE_KEYS)} (timestamp in ms)") from None
+            except json.JSONDecodeError as exc:
+                raise SpecError(f"bad JSON in trace {path}: {exc.msg}", f"{path}:{lineno}",
+                                "one JSON object per line") from None
+            if not isinstance(row, dict):
+                raise SpecError("trace line is not a JSON object", f"{path}:{lineno}", "one JSON object per line")
+            yield lineno, row
+
+
+def read_mooncake(path: Path, where: str) -> dict[str, list]:
+    cols: dict[str, list] = {"arrival_s": [], "input_len": [], "output_len": []}
+    for lineno, row in json_lines(path):
+        try:
+            cols["arrival_s"].append(float(row["timestamp"]) / 1000.0)
+            cols["input_len"].append(int(row["input_length"]))
+            cols["output_len"].append(int(row["output_length"]))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise SpecError(f"bad Mooncake trace line: {exc!r}", f"{path}:{lineno}",
+                            f"one JSON object per line with {', '.join(MOONCAKE_KEYS)} (timestamp in ms)") from None
     return cols
