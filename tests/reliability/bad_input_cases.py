@@ -431,10 +431,10 @@ CASES += [
          "{study}: promotion.app_name: String should match pattern '^[A-Za-z0-9][A-Za-z0-9_.-]*$' | fix: use only letters, digits, '_', '.' and '-' (no spaces)"),
     Case("vllm-not-installed", "engine: vllm with an interpreter that has no vLLM",
          (sim_engine_as("vllm", sys.executable),),
-         f"engines.vllm.python: vllm is not installed for {sys.executable} (no module 'vllm') | fix: install vllm there, or set engines.vllm.python to the interpreter of an environment that has it"),
+         "engines.vllm.python: vllm is not installed for {python} (no module 'vllm') | fix: install vllm there, or set engines.vllm.python to the interpreter of an environment that has it"),
     Case("sglang-not-installed", "engine: sglang with an interpreter that has no SGLang",
          (sim_engine_as("sglang", sys.executable),),
-         f"engines.sglang.python: sglang is not installed for {sys.executable} (no module 'sglang') | fix: install sglang there, or set engines.sglang.python to the interpreter of an environment that has it"),
+         "engines.sglang.python: sglang is not installed for {python} (no module 'sglang') | fix: install sglang there, or set engines.sglang.python to the interpreter of an environment that has it"),
     Case("engine-python-missing", "engines.vllm.python that does not exist",
          (sim_engine_as("vllm", "/nonexistent/bin/python"),),
          "engines.vllm.python: vllm's interpreter /nonexistent/bin/python cannot run (<*>) | fix: give the python of the environment where the engine is installed"),
@@ -546,14 +546,16 @@ def render() -> str:
         "status 2, prints exactly this message on stderr (after `error: `), and starts nothing: no engine,",
         "no Ray trial, no MLflow run, no files in the output folder. Messages say *where* (file and key",
         "path, or the command-line flag), *what* is wrong, and *how to fix it* (after `fix:`).",
-        "`study.yaml` stands for the study file's path, `<repo>` for the servetune checkout, `…` for text that comes",
-        "from the OS, a library, or a list that grows (known GPUs, shapes, engine arguments).",
+        "`study.yaml` stands for the study file's path, `<repo>` for the servetune checkout, `<python>` for the",
+        "interpreter, `…` for text that comes from the OS, a library, or a list that grows (known GPUs, shapes,",
+        "engine arguments).",
         "",
         "| case | mistake | message |",
         "|---|---|---|",
     ]
     for c in CASES:
         msg = c.message.replace("{study}", "study.yaml").replace("{tmp}", "…").replace("{root}", "<repo>")
+        msg = msg.replace("{python}", "<python>")
         msg = msg.replace(WILD, "…")
         msg = msg.replace("|", "\\|")
         note = " (message being fixed: the test is an expected failure until then)" if c.bug else ""

@@ -8,6 +8,7 @@ the real `python -m tuner.run` subprocess, including the one that needs a Ray cl
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -23,7 +24,8 @@ SUBPROCESS = {"malformed-yaml", "sla-p101", "output-unwritable", "alias-bomb", "
 
 
 def expected_line(case: Case, tmp: Path, study: Path) -> re.Pattern[str]:
-    text = case.message.replace("{study}", str(study)).replace("{tmp}", str(tmp)).replace("{root}", str(ROOT))
+    text = case.message.replace("{study}", str(study)).replace("{tmp}", str(tmp)).replace("{root}", str(ROOT))\
+        .replace("{python}", sys.executable)
     body = ".+?".join(re.escape(part) for part in text.split(WILD))
     return re.compile(rf"(python -m tuner\.run: )?error: {body}")
 
