@@ -39,12 +39,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gpu_sampler import GpuSampler, gpu_count, gpu_state  # noqa: E402
 
 from tuner.engines import gpu as engine_gpu  # noqa: E402
+from tuner.search.ask_tell import TrialReport  # noqa: E402
 from tuner.search.space import Space, build_space  # noqa: E402
 from tuner.spec.load import load_study  # noqa: E402
 from tuner.spec.study import Study  # noqa: E402
 from tuner.trial.outcome import TrialOutcome  # noqa: E402
 from tuner.trial.result import TrialResult  # noqa: E402
-from tuner.trial.runner import TrialPlan, run_trial, violations  # noqa: E402
+from tuner.trial.runner import TrialPlan, run_trial  # noqa: E402
 from tuner.trial.table import write_trials  # noqa: E402
 
 log = logging.getLogger("h200")
@@ -156,11 +157,10 @@ def next_plan(st: StudyState, queued: list[dict[str, Any]]) -> TrialPlan | None:
     cfg = st.core.ask()
     if cfg is None:
         return None
-    number = int(cfg["number"])
-    st.baseline_issued = st.baseline_issued or bool(cfg["baseline"])
-    return TrialPlan(trial_id=f"t{number:03d}", number=number, engine=cfg["engine"], args=dict(cfg["args"]),
-                     params=dict(cfg["params"]), baseline=bool(cfg["baseline"]), seed=st.study.seed,
-                     notes=list(cfg["notes"]))
+    number = cfg.number
+    st.baseline_issued = st.baseline_issued or cfg.baseline
+    return TrialPlan(trial_id=f"t{number:03d}", number=number, engine=cfg.engine, args=dict(cfg.args),
+                     params=dict(cfg.params), baseline=cfg.baseline, seed=st.study.seed, notes=list(cfg.notes))
 
 
 def run_one(study_path: str, plan: TrialPlan, tdir: str, gpu: int) -> TrialResult:
@@ -194,11 +194,7 @@ def run_one(study_path: str, plan: TrialPlan, tdir: str, gpu: int) -> TrialResul
 
 
 def tell(st: StudyState, plan: TrialPlan, result: TrialResult) -> None:
-    st.core.tell(plan.number, {
-        "outcome": result.outcome.value, "objective": result.objective, "capacity": result.capacity,
-        "violations": violations(st.study, result) if result.metrics else [1.0] * len(st.study.sla),
-        "latency": result.metrics.get(st.study.objective.latency_metric), "reason": result.reason,
-    })
+    st.core.tell(plan.number, TrialReport.of(st.study, result))
 
 
 class ProcessExecutor:
