@@ -58,12 +58,7 @@ def search(study: Study, trials: int) -> tuple[dict[str, Any] | None, int]:
     best: dict[str, Any] | None = None
     done = 0
     while done < trials:
-        batch = []
-        for _ in range(min(study.budget.max_concurrent, trials - done)):
-            cfg = core.ask()
-            if cfg is None:
-                break
-            batch.append(cfg)
+        batch = core.ask_batch(min(study.budget.max_concurrent, trials - done))
         if not batch:
             break
         for cfg in batch:

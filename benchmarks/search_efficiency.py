@@ -119,12 +119,7 @@ def run_search(oracle: Oracle, study: Study, sampler: optuna.samplers.BaseSample
     best: dict[str, Any] | None = None
     baseline_cap: float | None = None
     while len(best_by_n) < trials:
-        batch = []
-        for _ in range(min(study.budget.max_concurrent, trials - len(best_by_n))):
-            cfg = core.ask()
-            if cfg is None:
-                break
-            batch.append(cfg)
+        batch = core.ask_batch(min(study.budget.max_concurrent, trials - len(best_by_n)))
         if not batch:
             break
         for cfg in batch:

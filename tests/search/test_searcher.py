@@ -30,6 +30,20 @@ def test_joint_study_has_one_baseline_per_engine_first() -> None:
     assert [c.number for c in firsts] == [0, 1]  # type: ignore[index]
 
 
+def test_ask_batch_numbers_configs_in_launch_order_and_stops_when_the_space_is_spent() -> None:
+    core, _ = core_for(make_study(engine=["vllm", "sglang"]))
+    batch = core.ask_batch(3)
+    assert [c.number for c in batch] == [0, 1, 2]
+    assert [c.baseline for c in batch] == [True, True, False]
+    grid, space = core_for(make_study(search={"algorithm": "grid", "baseline_first": False},
+                                      search_space={"overrides": {"max_num_batched_tokens": {"low": 8192, "high": 8192},
+                                                                  "block_size": {"choices": [16]},
+                                                                  "scheduling_policy": {"choices": ["fcfs"]}},
+                                                    "exclude": SMALL_LEVERS}))
+    spent = grid.ask_batch(1000)
+    assert 0 < len(spent) <= len(space.engines["vllm"].grid(3)) and grid.ask_batch(5) == []
+
+
 def test_joint_study_samples_both_engines_with_their_own_parameter_names() -> None:
     study = make_study(engine=["vllm", "sglang"], search={"algorithm": "random", "baseline_first": False})
     core, space = core_for(study)

@@ -135,6 +135,13 @@ class SearchCore:
             skipped += 1
         return None
 
+    def ask_batch(self, n: int) -> list[Suggestion]:
+        """Up to `n` configs to run side by side (fewer when the space has nothing left)."""
+        batch: list[Suggestion] = []
+        while len(batch) < n and (cfg := self.ask()) is not None:
+            batch.append(cfg)
+        return batch
+
     def _sample(self, fallback: bool) -> tuple[optuna.Trial, str, dict[str, Any]]:
         """Ask a trial and sample it (define-by-run: the sampler is consulted in each suggest call)."""
         if not fallback:
