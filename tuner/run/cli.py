@@ -161,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
               "Run the same command again (with --resume if trials had finished)", file=sys.stderr)
         return EXIT_INTERRUPTED
     except Exception as exc:
-        full = disk_full_in(exc)
+        full = disk_full_in(exc, out)
         if full is not None:  # one message, not the chained tracebacks of every layer that could not write
             print(f"error: disk full: {full} | finished trials are kept in {out / 'trials.parquet'}; free space "
                   "there, then continue with --resume", file=sys.stderr)
