@@ -11,7 +11,9 @@ DESCRIPTION = "Benchmark any running OpenAI-compatible endpoint with servetune's
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m tuner.bench", description=DESCRIPTION)
+    from tuner.common.prog import prog
+
+    p = argparse.ArgumentParser(prog=prog("bench"), description=DESCRIPTION)
     p.add_argument("--url", "--base-url", dest="url", required=True, help="server root, e.g. http://127.0.0.1:8000")
     p.add_argument("--model", required=True, help="model name the server serves")
     p.add_argument("--workload", default="dynamic", help="static | dynamic | mixed | path to a workload YAML")

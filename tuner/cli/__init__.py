@@ -50,6 +50,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: unknown command {args[0]!r} | fix: use one of {', '.join(COMMANDS)}\n\n{usage()}",
               file=sys.stderr)
         return 2
+    from tuner.common.prog import servetune_front
+
+    servetune_front()  # usage lines and suggested commands say `servetune <command>`
     module = importlib.import_module(COMMANDS[args[0]][0])
     status = module.main(args[1:])
     return int(status or 0)

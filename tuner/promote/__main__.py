@@ -25,7 +25,9 @@ DASHBOARD_ENV = "RAY_DASHBOARD_ADDRESS"
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m tuner.promote", description=__doc__.splitlines()[0])
+    from tuner.common.prog import prog
+
+    p = argparse.ArgumentParser(prog=prog("promote"), description=__doc__.splitlines()[0])
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("--study-run", metavar="ID", help="MLflow parent run of a finished study")
     what.add_argument("--rollback", metavar="NAME", help="registered config (<study>-config) to roll back")

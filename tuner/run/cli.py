@@ -25,7 +25,9 @@ log = logging.getLogger("tuner.run")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m tuner.run", description=__doc__.splitlines()[0])
+    from tuner.common.prog import prog
+
+    p = argparse.ArgumentParser(prog=prog("run"), description=__doc__.splitlines()[0])
     p.add_argument("--study", type=Path, default=None, help="study YAML (default: studies/default.yaml)")
     p.add_argument("--output", type=Path, default=None, help="output folder (default: runs/<study name>)")
     p.add_argument("--trials", type=int, default=None, help="override budget.trials")

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from tuner.common.atomic import write_json
+from tuner.common.prog import prog
 from tuner.run.outputs import write_pareto
 from tuner.run.summary import print_summary
 from tuner.search.signals import EXIT_INTERRUPTED, Interrupt
@@ -133,7 +134,7 @@ def run_study(study: Study, data: dict[str, Any], study_path: Path, space: Space
         status = "FINISHED"
         if run.untracked:
             print(f"MLflow is missing {len(run.untracked)} record(s) ({', '.join(run.untracked[:10])}): they are "
-                  f"kept in {out / 'trials.parquet'}; log them with: python -m tuner.run --study {study_path} "
+                  f"kept in {out / 'trials.parquet'}; log them with: {prog('run')} --study {study_path} "
                   f"--output {out} --resume", file=sys.stderr)
             return EXIT_UNTRACKED
         if best is None:
@@ -165,7 +166,7 @@ def interrupted(study: Study, study_path: Path, out: Path, finished: int) -> int
     """What an interrupted study says: what is kept, that nothing was promoted, how to continue."""
     print(f"{Interrupt.name()}: study {study.name} interrupted; {finished} finished trial(s) kept in "
           f"{out / 'trials.parquet'}; nothing promoted.\n"
-          f"continue with: python -m tuner.run --study {study_path} --output {out} --resume", file=sys.stderr)
+          f"continue with: {prog('run')} --study {study_path} --output {out} --resume", file=sys.stderr)
     return EXIT_INTERRUPTED
 
 

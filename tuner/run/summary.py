@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from tuner.common.prog import prog
 from tuner.common.redact import redact_text
 from tuner.search.space import Space
 from tuner.spec.study import Study
@@ -81,7 +82,7 @@ def print_summary(study: Study, trials: list[TrialResult], out: Path, uri: str, 
         print(f"  MLflow parent run: {parent_run_id}")
         if promotion is None:
             found = out.parent.resolve() == Path("runs").resolve()  # where tuner.promote looks by default
-            print(f"    promote later: python -m tuner.promote --study-run {parent_run_id}"
+            print(f"    promote later: {prog('promote')} --study-run {parent_run_id}"
                   + ("" if found else f" --mlflow-uri {redact_text(uri)}"))
     print(f"  results: {out}")
     for name in ("trials.parquet", "pareto.json", "promoted.yaml", "report.html"):

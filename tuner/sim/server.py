@@ -238,7 +238,9 @@ class SimServer:
 
 
 def _parser(flavour: str | None) -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m tuner.sim.server", description=__doc__.splitlines()[0])
+    from tuner.common.prog import prog
+
+    ap = argparse.ArgumentParser(prog=prog("sim"), description=__doc__.splitlines()[0])
     ap.add_argument("--model", required=True)
     ap.add_argument("--served-model-name", nargs="+", default=None)
     ap.add_argument("--host", default="127.0.0.1")
