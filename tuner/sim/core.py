@@ -1,10 +1,13 @@
 """Shared state of the discrete-event engine: sequences, the paged KV pool and decode bookkeeping.
 
-Speed comes from two observations. (1) Every running sequence in its decode phase gets exactly one
+Speed comes from three observations. (1) Every running sequence in its decode phase gets exactly one
 token per decode step, so its token times are a contiguous slice of one shared list of decode-step
 end times (`dec_times`); a sequence only stores where its slice starts. (2) Between events
 (arrival, prefill, finish, KV pressure), decode-only steps differ only in their KV context, which
-grows linearly, so k such steps are computed in closed form at once (`_decode_run`).
+grows linearly, so k such steps are computed in closed form at once (`_decode_run`). (3) Nothing
+reads those end times while the run goes on, only how many there are (`nd`): a run is stored as one
+segment (start, first, a, c2, k) and all segments become floats in one numpy pass when records are
+built (`_flush`), with the same floating-point operations in the same order as one by one.
 
 KV blocks are exact: a decoding sequence needs a new block when the position it writes is a
 multiple of the block size, i.e. at decode indices j with j = dec_start - L0 (mod block size);
@@ -64,7 +67,9 @@ class Core:
         self.sum_rem = 0  # tokens still to generate by decoding sequences
         self.cnt = [0] * block
         self.heap: list[tuple[int, int, int, Seq]] = []
-        self.dec_times: list[float] = []
+        self.dec_times: list[float] = []  # decode-step end times, the first `nd - pending` of them
+        self.nd = 0  # decode steps so far (len(dec_times) once flushed)
+        self.segs: list[tuple[int, float, float, float, int]] = []  # pending (start, fe, a, c2, k)
         self.now = 0.0
         self.finished: list[Seq] = []
         self.preemptions = 0
@@ -90,7 +95,7 @@ class Core:
 
     def _enter_decode(self, s: Seq) -> None:
         s.state = DECODE
-        s.dec_start = j = len(self.dec_times)
+        s.dec_start = j = self.nd
         s.g0, s.L0 = s.gen, s.L
         s.phase = (j - s.L) % self.bs
         self.cnt[s.phase] += 1
@@ -100,7 +105,7 @@ class Core:
         heapq.heappush(self.heap, (j + s.out - s.gen, s.ver, s.idx, s))
 
     def _leave_decode(self, s: Seq) -> None:
-        j = len(self.dec_times)
+        j = self.nd
         m = j - s.dec_start
         over = max(0, m - (s.out - s.g0))  # a verify step of several tokens can pass the last one
         m -= over
@@ -174,7 +179,7 @@ class Core:
             self._enter_decode(s)
 
     def _pop_finished(self, t_out: float) -> None:
-        j = len(self.dec_times)
+        j = self.nd
         heap = self.heap
         while heap and heap[0][0] <= j:
             _, ver, _, s = heapq.heappop(heap)
@@ -192,7 +197,7 @@ class Core:
     def _kv_steps(self, limit: int) -> int:
         """How many decode steps fit in the free blocks (at most `limit`)."""
         n, bs, cnt, free = self.n_dec, self.bs, self.cnt, self.free
-        j = len(self.dec_times)
+        j = self.nd
         cycles = free // n
         k = cycles * bs
         if k >= limit:
@@ -246,8 +251,7 @@ class Core:
             x = _steps_to_reach(a, c2, t_stop - now)
             if x < k:
                 k = x
-        dec = self.dec_times
-        j = len(dec)
+        j = self.nd
         # KV blocks the run takes: every sequence one block per block-size steps, by its phase
         bs = self.bs
         full, part = divmod(k, bs)
@@ -261,12 +265,10 @@ class Core:
                 used += sum(cnt[r:]) + sum(cnt[:r + part - bs])
         self.free -= used
         fe = now + self.frontend
-        if k <= 40:  # below this a list comprehension beats numpy's per-call cost
-            dec.extend([fe + x * a + c2 * x * (x - 1) for x in range(1, k + 1)])
-        else:
-            xs = np.arange(1, k + 1, dtype=np.float64)
-            dec.extend((fe + xs * a + c2 * xs * (xs - 1)).tolist())
-        last = dec[-1]
+        # step x of the run ends at fe + x*a + c2*x*(x-1) (materialised later by _flush, same operations)
+        self.segs.append((j, fe, a, c2, k))
+        self.nd = j + k
+        last = fe + k * a + c2 * k * (k - 1)
         self.now = last - self.frontend
         if self.heat_k:
             span = self.now - now
@@ -285,10 +287,34 @@ class Core:
     def generated(self, s: Seq) -> int:
         """Tokens produced so far (for the server face)."""
         if s.state == DECODE:
-            return s.g0 + len(self.dec_times) - s.dec_start
+            return s.g0 + self.nd - s.dec_start
         return s.gen
 
+    def _push_steps(self, t_out: float, m: int) -> None:
+        """m decode steps (or one step of m tokens) that all end at t_out."""
+        self.segs.append((self.nd, t_out, 0.0, 0.0, m))
+        self.nd += m
+
+    def _flush(self) -> None:
+        """Turn the pending decode segments into end times: one numpy pass over all of them."""
+        segs = self.segs
+        if not segs:
+            return
+        if len(segs) == 1 and segs[0][4] == 1:
+            self.dec_times.append(segs[0][1])
+        else:
+            arr = np.array(segs, dtype=np.float64)
+            ks = arr[:, 4].astype(np.int64)
+            start = np.repeat(arr[:, 0], ks)
+            x = np.arange(1, len(start) + 1, dtype=np.float64) - (start - arr[0, 0])
+            # a single step (a = c2 = 0) gives fe + 0.0 + 0.0 = fe exactly
+            vals = np.repeat(arr[:, 1], ks) + x * np.repeat(arr[:, 2], ks) + np.repeat(arr[:, 3], ks) * x * (x - 1)
+            self.dec_times.extend(vals.tolist())
+        segs.clear()
+
     def token_times(self, s: Seq) -> list[float]:
+        if self.segs:
+            self._flush()
         dec = self.dec_times
         pieces = s.pieces
         if s.first is not None and len(pieces) == 1 and s.state != DECODE and type(pieces[0]) is tuple:

@@ -125,7 +125,7 @@ class SGLangScheduler(Core):
                 self._run_prefill(batch)
                 return True
         if self.macro and self.n_dec and self.chunked_seq is None and not self.prefilling:
-            j = len(self.dec_times)
+            j = self.nd
             k = self._kv_steps(self._clean_heap() - j)
             if self.waiting:
                 if len(self.running) < self.max_running:
@@ -136,7 +136,7 @@ class SGLangScheduler(Core):
                     t_event = math.inf
             if k >= 2:
                 self._decode_run(k, t_event)
-                done = len(self.dec_times) - j  # the run may stop early at t_event
+                done = self.nd - j  # the run may stop early at t_event
                 self.ratio = max(self.min_ratio, self.ratio - self.decay * done)
                 return True
         if not self.n_dec:
@@ -153,7 +153,7 @@ class SGLangScheduler(Core):
         c = min(self.chunk, self.max_prefill) // page * page if rem > self.chunk else rem
         nb = -(-(s.L + c) // page) - s.blocks
         out_left = min(s.out - s.gen, CLIP_MAX_NEW_TOKENS)
-        j = len(self.dec_times)
+        j = self.nd
         free = self.free
         for k in range(1, limit + 1):
             free -= cnt[(j + k - 1) % page]
@@ -193,7 +193,7 @@ class SGLangScheduler(Core):
 
     def _decode_step(self) -> None:
         bs = self.bs
-        j = len(self.dec_times)
+        j = self.nd
         need = self.cnt[j % bs]
         if need > self.free:
             decoding = sorted(
@@ -217,7 +217,7 @@ class SGLangScheduler(Core):
         self.now += self._decode_cost()
         self.steps += 1
         t_out = self.now + self.frontend
-        self.dec_times.append(t_out)
+        self._push_steps(t_out, 1)
         self.sum_l += n
         self.sum_rem -= n
         self.ratio = max(self.min_ratio, self.ratio - self.decay)

@@ -45,7 +45,7 @@ class VLLMScheduler(Core):
     def advance(self, t_event: float) -> bool:
         """Run one step, or many decode-only steps up to the next event. False when idle."""
         if self.macro and self.n_dec and not self.prefilling and self._head_blocked():
-            j = len(self.dec_times)
+            j = self.nd
             k = self._kv_steps(self._clean_heap() - j)
             if k >= 2:
                 self._decode_run(k, t_event if not self.waiting else math.inf)
@@ -54,7 +54,7 @@ class VLLMScheduler(Core):
 
     def step(self) -> bool:
         bs = self.bs
-        j = len(self.dec_times)
+        j = self.nd
         preempted = False
         m = self._spec_tokens(j)  # tokens each decode gets this step (1 without speculative decoding)
         need = (self.cnt[j % bs] if m == 1 else self._blocks_for(j, m)) if self.n_dec else 0
@@ -132,15 +132,12 @@ class VLLMScheduler(Core):
         t_out = self.now + self.frontend
         self.steps += 1
         if n:
-            dec = self.dec_times
-            if m == 1:
-                dec.append(t_out)
-            else:
-                dec.extend([t_out] * m)
+            self.segs.append((j, t_out, 0.0, 0.0, m))
+            self.nd = j + m
             self.sum_l += n * m
             self.sum_rem -= n * m
             heap = self.heap
-            if heap and heap[0][0] <= len(dec):
+            if heap and heap[0][0] <= j + m:
                 self._pop_finished(t_out)
         for s, c in chunks:
             s.L += c
