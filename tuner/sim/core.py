@@ -6,7 +6,7 @@ end times (`dec_times`); a sequence only stores where its slice starts. (2) Betw
 (arrival, prefill, finish, KV pressure), decode-only steps differ only in their KV context, which
 grows linearly, so k such steps are computed in closed form at once (`_decode_run`). (3) Nothing
 reads those end times while the run goes on, only how many there are (`nd`): a run is stored as one
-segment (start, first, a, c2, k) and all segments become floats in one numpy pass when records are
+segment (fe, a, c2, k) and all segments become floats in one numpy pass when records are
 built (`_flush`), with the same floating-point operations in the same order as one by one.
 
 KV blocks are exact: a decoding sequence needs a new block when the position it writes is a
@@ -69,7 +69,7 @@ class Core:
         self.heap: list[tuple[int, int, int, Seq]] = []
         self.dec_times: list[float] = []  # decode-step end times, the first `nd - pending` of them
         self.nd = 0  # decode steps so far (len(dec_times) once flushed)
-        self.segs: list[tuple[int, float, float, float, int]] = []  # pending (start, fe, a, c2, k)
+        self.segs: list[float] = []  # pending runs, flat: fe, a, c2, k for each (one list: cheap to convert)
         self.now = 0.0
         self.finished: list[Seq] = []
         self.preemptions = 0
@@ -266,7 +266,7 @@ class Core:
         self.free -= used
         fe = now + self.frontend
         # step x of the run ends at fe + x*a + c2*x*(x-1) (materialised later by _flush, same operations)
-        self.segs.append((j, fe, a, c2, k))
+        self.segs.extend((fe, a, c2, k))
         self.nd = j + k
         last = fe + k * a + c2 * k * (k - 1)
         self.now = last - self.frontend
@@ -292,7 +292,7 @@ class Core:
 
     def _push_steps(self, t_out: float, m: int) -> None:
         """m decode steps (or one step of m tokens) that all end at t_out."""
-        self.segs.append((self.nd, t_out, 0.0, 0.0, m))
+        self.segs.extend((t_out, 0.0, 0.0, m))
         self.nd += m
 
     def _flush(self) -> None:
@@ -300,15 +300,16 @@ class Core:
         segs = self.segs
         if not segs:
             return
-        if len(segs) == 1 and segs[0][4] == 1:
-            self.dec_times.append(segs[0][1])
+        if len(segs) == 4 and segs[3] == 1:
+            self.dec_times.append(segs[0])
         else:
-            arr = np.array(segs, dtype=np.float64)
-            ks = arr[:, 4].astype(np.int64)
-            start = np.repeat(arr[:, 0], ks)
-            x = np.arange(1, len(start) + 1, dtype=np.float64) - (start - arr[0, 0])
+            arr = np.fromiter(segs, dtype=np.float64, count=len(segs)).reshape(-1, 4)
+            ks = arr[:, 3].astype(np.int64)
+            ends = np.cumsum(ks)
+            # x = 1..k within each run
+            x = np.arange(1, int(ends[-1]) + 1, dtype=np.float64) - np.repeat((ends - ks).astype(np.float64), ks)
             # a single step (a = c2 = 0) gives fe + 0.0 + 0.0 = fe exactly
-            vals = np.repeat(arr[:, 1], ks) + x * np.repeat(arr[:, 2], ks) + np.repeat(arr[:, 3], ks) * x * (x - 1)
+            vals = np.repeat(arr[:, 0], ks) + x * np.repeat(arr[:, 1], ks) + np.repeat(arr[:, 2], ks) * x * (x - 1)
             self.dec_times.extend(vals.tolist())
         segs.clear()
 

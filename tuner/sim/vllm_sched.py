@@ -132,7 +132,7 @@ class VLLMScheduler(Core):
         t_out = self.now + self.frontend
         self.steps += 1
         if n:
-            self.segs.append((j, t_out, 0.0, 0.0, m))
+            self.segs.extend((t_out, 0.0, 0.0, m))
             self.nd = j + m
             self.sum_l += n * m
             self.sum_rem -= n * m
