@@ -5,16 +5,18 @@ Two rules, both documented in docs/load.md:
   it, or in flight for longer than it): the P-quantile must end above the limit, whatever the rest
   do. Also a running quantile of the finished requests beyond `far` times the limit (after
   `min_samples` of them) stops the point: it is clearly over.
-- saturation (open loop only): after the ramp-up (two of the longest streaming times seen), the number of
-  requests in flight keeps growing (a linear fit over the last `window_s` seconds rises by more than
-  `growth` times what the offered rate could explain by noise) while requests are still being
-  sent: the queue grows without bound.
+- saturation (open loop only): while requests are still being sent, a backlog builds: requests still in
+  flight past what their send time and the observed latencies predict (no first token after
+  `ttft_slack` typical TTFTs; a stream past its TTFT plus its output at the streams' pace, times
+  `slack`) number at least `min_backlog` and `backlog_share` of those in flight, and most of them piled
+  up within the last `window_s` seconds. In-flight growth that arrivals and lifetimes explain (a
+  ramp-up, a Poisson burst) is no verdict.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -22,6 +24,9 @@ import numpy as np
 from tuner.load.records import RequestRecord
 from tuner.spec.sla import SLATerm
 
+_TTFT_FLOOR_S = 0.5  # ... and at least this long past one (event-loop and network jitter)
+_FIRST_TOKENS = 16  # how many of the point's first first-tokens give the typical TTFT
+_PACE_WINDOW_S = 2.0  # the streams' current pace: their chunks over the last seconds
 _QUANTILE = {"median": 0.5, "p50": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99, "p99.9": 0.999, "max": 1.0}
 
 
@@ -46,8 +51,11 @@ class EarlyStop:
     min_samples: int = 50
     window_s: float = 10.0
     min_inflight: int = 32
-    growth: float = 4.0
-    _history: list[tuple[float, int]] = field(default_factory=list)
+    min_backlog: int = 8  # overdue requests (past their predicted lifetime) before a verdict
+    backlog_share: float = 0.2  # ... and at least this share of the requests in flight
+    slack: float = 1.25  # a stream is overdue past slack x its predicted lifetime
+    ttft_slack: float = 4.0  # a request without a first token, past this many typical TTFTs
+    _history: list[tuple[float, int, int]] = field(default_factory=list)
 
     def __call__(self, view: LiveView) -> str | None:
         return self._sla(view) or (self._saturated(view) if self.open_loop else None)
@@ -76,44 +84,69 @@ class EarlyStop:
     def _saturated(self, view: LiveView) -> str | None:
         if view.sent >= view.total:
             return None  # sending is over; draining is not a growing queue
-        self._history.append((view.now_s, len(view.inflight)))
-        # In-flight requests grow for one request lifetime at any load (ramp-up); judge only after two
-        # lifetimes, and not at all before any request has finished. A lifetime here is a finished
-        # request's streaming time (first token to done), the longest one seen: the first to finish
-        # were served by a near-empty batch and stream far shorter than requests under the point's
-        # full load (on the H200, 4-8 s against 16 s for 512-token outputs), so a median ended the
-        # "ramp-up" while the batch was still filling. Time spent waiting for a first token is left
-        # out: under saturation that wait is what grows, and counting it would push the verdict away
-        # for ever.
-        lifetimes = [r.e2e_s - (r.ttft_s or 0.0) for r in view.completed if r.ok and r.e2e_s is not None]
-        if not lifetimes:
-            return None
-        # Early in a point only requests of the near-empty batch have finished; a request still
-        # streaming shows the current pace, so its whole lifetime is projected from its tokens so far
-        # (a false verdict at 8 req/s with FP8 on the H200: 2.7 s finished vs ~8 s projected).
-        ramp_end = 2.0 * max(float(max(lifetimes)), _projected_lifetime(view.inflight.values()))
-        recent = [(t, k) for t, k in self._history if t >= max(view.now_s - self.window_s, ramp_end)]
+        # Raw growth of the in-flight count is no verdict: at a load the server sustains it grows for a
+        # whole lifetime (512-token streams live ~10 s on the H200) and swings with Poisson bursts (43 ->
+        # 87 in 9 s at 8 req/s, a false verdict on the device). What arrivals and lifetimes cannot explain
+        # is a request still in flight past the lifetime it should have had: the observed time to first
+        # token plus its output at the pace the streams now keep. Only a growing number of those (a
+        # backlog) is saturation.
+        life = _lifetime_model(view)
+        if life is None:
+            return None  # nothing finished yet: no observed lifetime to compare with
+        ttft_s, pace_s = life
+        overdue = sum(1 for r in view.inflight.values() if self._overdue(r, view.now_s, ttft_s, pace_s))
+        self._history.append((view.now_s, len(view.inflight), overdue))
+        recent = [h for h in self._history if h[0] >= view.now_s - self.window_s]
         if len(recent) < 8 or recent[-1][0] - recent[0][0] < 0.8 * self.window_s:
             return None
-        t = np.asarray([p[0] for p in recent])
-        k = np.asarray([p[1] for p in recent], dtype=float)
-        slope = float(np.polyfit(t, k, 1)[0])
-        rise = slope * (t[-1] - t[0])
-        if k[-1] >= self.min_inflight and rise > self.growth * math.sqrt(max(k.mean(), 1.0)) and k[-1] > 2 * k[0]:
-            return f"saturated: requests in flight grew from {int(k[0])} to {int(k[-1])} in {t[-1] - t[0]:.0f} s"
+        t = np.asarray([h[0] for h in recent])
+        b = np.asarray([h[2] for h in recent], dtype=float)
+        rise = float(np.polyfit(t, b, 1)[0]) * (t[-1] - t[0])
+        k_end, b_end = recent[-1][1], b[-1]
+        if (k_end >= self.min_inflight and b_end >= max(self.min_backlog, self.backlog_share * k_end)
+                and rise >= 0.5 * b_end):
+            return (f"saturated: {int(b_end)} of {k_end} requests in flight are past the lifetime arrivals and "
+                    f"observed latencies predict ({ttft_s * 1000:.0f} ms to first token, {pace_s * 1000:.1f} ms a "
+                    f"token), up from {int(b[0])} in {t[-1] - t[0]:.0f} s")
         return None
 
+    def _overdue(self, r: RequestRecord, now_s: float, ttft_s: float, pace_s: float) -> bool:
+        """Still in flight past what the observed latencies predict for it: a request without a first
+        token, past a few typical TTFTs (a waiting line); a stream, past its TTFT plus its output at the
+        slower of the current pace and its own (a stalled or preempted stream)."""
+        age = now_s - r.sent_s
+        if not r.token_times:
+            return age > max(self.ttft_slack * ttft_s, ttft_s + _TTFT_FLOOR_S)
+        return age > self.slack * (ttft_s + max(r.output_len - 1, 0) * max(pace_s, _own_pace(r)))
 
-def _projected_lifetime(inflight: Iterable[RequestRecord]) -> float:
-    """Longest streaming lifetime (first token to done) that the requests in flight are on course for:
-    time per streamed chunk so far times the chunks they still owe (a chunk may hold several tokens,
-    which only makes the projection longer, so the ramp-up guard errs on the patient side)."""
-    longest = 0.0
-    for r in inflight:
-        n = len(r.token_times)
-        if n >= 2 and r.output_len > 1:
-            longest = max(longest, (r.token_times[-1] - r.token_times[0]) / (n - 1) * (r.output_len - 1))
-    return longest
+
+def _lifetime_model(view: LiveView) -> tuple[float, float] | None:
+    """(time to first token, seconds per streamed chunk) that a request sent now should see when the
+    server keeps up: the median TTFT of the point's first first-tokens (a TTFT taken later would grow
+    with a waiting line and hide it), and
+    the pace the streams in flight keep over their last seconds (falling back to finished TPOT)."""
+    done = [r for r in view.completed if r.ok and r.first_token_s is not None]
+    firsts = [(r.first_token_s, r.first_token_s - r.sent_s) for r in done if r.first_token_s is not None]
+    firsts += [(r.token_times[0], r.token_times[0] - r.sent_s) for r in view.inflight.values() if r.token_times]
+    if not done and len(firsts) < _FIRST_TOKENS:
+        return None  # too few first tokens seen to know what a first token takes
+    ttft = float(np.median([w for _, w in sorted(firsts)[:_FIRST_TOKENS]]))
+    paces = []
+    for r in view.inflight.values():
+        recent = [x for x in r.token_times if x >= view.now_s - _PACE_WINDOW_S]
+        if len(recent) >= 2:
+            paces.append((recent[-1] - recent[0]) / (len(recent) - 1))
+    if paces:
+        return ttft, float(np.median(paces))
+    tpots = [r.tpot_s for r in done if r.tpot_s is not None]
+    return (ttft, float(np.median(tpots))) if tpots else (ttft, 0.0)
+
+
+def _own_pace(r: RequestRecord) -> float:
+    """A stream's own average pace so far: after a burst the batch shrinks and the pace now is faster
+    than the one an older stream lived through; its lifetime is judged by the slower of the two."""
+    n = len(r.token_times)
+    return (r.token_times[-1] - r.token_times[0]) / (n - 1) if n >= 2 else 0.0
 
 
 def _value(r: RequestRecord, metric: str) -> float | None:
