@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from tuner.load.http1 import Client, ConnectError, HttpError
+from tuner.load.http1 import KERNEL_STAMPS, Client, ConnectError, HttpError
 
 EVENTS = [f'data: {{"choices":[{{"text":" t{i}"}}]}}\n\n'.encode() for i in range(5)] + [b"data: [DONE]\n\n"]
 
@@ -68,9 +70,9 @@ def test_chunked_stream_split_anywhere_reaches_the_consumer_whole(split: int) ->
         sent: list[float] = []
         try:
             resp = await client.request("POST", "/v1/completions", body=b"{}",
-                                        on_body=lambda d, t: (got.append(d), times.append(t)),
+                                        on_body=lambda d, t, s: (got.append(d), times.append(t)),
                                         on_sent=sent.append)
-            again = await client.request("POST", "/v1/completions", body=b"{}", on_body=lambda d, t: None)
+            again = await client.request("POST", "/v1/completions", body=b"{}", on_body=lambda d, t, s: None)
         finally:
             client.close()
             server.close()
@@ -123,7 +125,7 @@ def test_refused_and_cut_responses_raise() -> None:
         head = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
         server, url = await raw_server(lambda n: head + b"5\r\nab", close_after=True)
         try:
-            await Client(url).request("POST", "/", on_body=lambda d, t: None)
+            await Client(url).request("POST", "/", on_body=lambda d, t, s: None)
         finally:
             server.close()
 
@@ -132,3 +134,50 @@ def test_refused_and_cut_responses_raise() -> None:
 
     with pytest.raises(ValueError, match="http"):
         Client("ftp://example.org")
+
+
+@pytest.mark.skipif(not KERNEL_STAMPS, reason="kernel receive stamps: Linux only")
+def test_kernel_stamps_keep_arrival_times_while_the_loop_is_blocked() -> None:
+    """A server thread writes an event, then two more 30 ms apart, while the client's event loop is
+    blocked from 10 to 110 ms: the first read and the last read are stamped when their bytes arrived
+    (within 5 ms of the write), not when the loop got round to them (50 ms and more later); the two
+    later events share one read, whose span covers the earlier one's true arrival."""
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+    writes: list[float] = []
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            conn.recv(65536)
+            start = time.perf_counter()
+            for i, event in enumerate(EVENTS[:3]):
+                while time.perf_counter() < start + 0.03 * i:
+                    time.sleep(0.0005)
+                writes.append(time.perf_counter())
+                conn.sendall((head if i == 0 else b"") + chunked([event])[:-5])
+            conn.sendall(b"0\r\n\r\n")
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+
+    async def go() -> tuple[list[tuple[float, float]], Client]:
+        client = Client(f"http://127.0.0.1:{listener.getsockname()[1]}")
+        reads: list[tuple[float, float]] = []
+        loop = asyncio.get_running_loop()
+        try:
+            loop.call_later(0.01, time.sleep, 0.1)  # the loop does nothing else for 100 ms
+            await client.request("POST", "/v1/completions", body=b"{}", on_body=lambda d, t, s: reads.append((t, s)))
+        finally:
+            client.close()
+        return reads, client
+
+    reads, client = run(go())
+    thread.join(5)
+    listener.close()
+    assert client.kernel_reads == client.reads >= 2
+    assert len(writes) == 3 and len(reads) == 2, reads
+    assert abs(reads[0][0] - writes[0]) < 0.005
+    assert abs(reads[1][0] - writes[2]) < 0.005  # not stamped at the end of the block (>= 40 ms later)
+    assert reads[1][0] - reads[1][1] <= writes[1]  # the read's span reaches back past the earlier event

@@ -1,7 +1,8 @@
 """Where load goes: a real OpenAI-compatible HTTP endpoint, or the simulator's virtual time.
 
 `HttpTarget` is the one streaming client: asyncio (uvloop when installed) and servetune's own
-HTTP/1.1 client (tuner.load.http1: every socket read timestamped as the loop gets it), one SSE
+HTTP/1.1 client (tuner.load.http1: every socket read stamped with the kernel's receive time where
+the platform gives it, else when the loop gets it), one SSE
 parser for both endpoints, per-request timestamps (sent, every streamed chunk, done), the server's
 usage, and errors or timeouts recorded as data. Warm-up requests run first, as their own phase, so
 they never overlap measured ones; each phase has its own clock (seconds since the phase began).
@@ -27,7 +28,7 @@ from urllib.parse import urlsplit
 import aiohttp
 
 from tuner.load.earlystop import LiveView
-from tuner.load.http1 import Client, HttpError
+from tuner.load.http1 import Client, Clock, HttpError
 from tuner.load.probes import GpuSampler, MetricNames, sample_gpus, scrape_metrics
 from tuner.load.prompts import PromptBuilder
 from tuner.load.records import Request, RequestRecord
@@ -74,11 +75,13 @@ class HttpTarget:
         prompt_mode: Literal["words", "token_ids", "tokenizer"] = "words", tokenizer: str | None = None,
         timeout_s: float = 300, ignore_eos: bool = True, scrape_metrics: bool = True,
         metrics_prefix: str = "vllm:", metric_names: MetricNames | None = None, processes: int = 1,
+        client_clock: Clock = "auto",
     ) -> None:
         self.settings: dict[str, Any] = {  # to build the same client in another process
             "base_url": base_url, "model": model, "api": api, "prompt_mode": prompt_mode, "tokenizer": tokenizer,
             "timeout_s": timeout_s, "ignore_eos": ignore_eos, "scrape_metrics": scrape_metrics,
-            "metrics_prefix": metrics_prefix, "metric_names": dict(metric_names or {})}
+            "metrics_prefix": metrics_prefix, "metric_names": dict(metric_names or {}), "client_clock": client_clock}
+        self.client_clock = client_clock
         root = base_url.rstrip("/").removesuffix("/v1")
         self.root, self.model, self.api = root, model, api
         self.url = f"{root}/v1/chat/completions" if api == "chat" else f"{root}/v1/completions"
@@ -143,7 +146,7 @@ class HttpTarget:
         self.last_probes, self.stopped_early, self.last_client = [], None, {}
         warm = [r for r in requests if r.warmup]
         measured = [r for r in requests if not r.warmup]
-        client = Client(self.root)
+        client = Client(self.root, clock=self.client_clock)
         ruler = Ruler()
         await ruler.start()
         connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
@@ -167,6 +170,7 @@ class HttpTarget:
                     await _sleep_until(start)
                 ruler.reset()
                 connects, busy, began = client.connects, client.busy_s, time.perf_counter()
+                reads, kreads, sends = client.reads, client.kernel_reads, len(client.send_gaps)
                 bar = _Progress(len(measured)) if progress else None
                 try:
                     records += await self._phase(client, measured, concurrency, stop, send_until_s, bar, ruler,
@@ -174,6 +178,13 @@ class HttpTarget:
                 finally:
                     ruler.connects = client.connects - connects
                     ruler.busy = (client.busy_s - busy) / max(time.perf_counter() - began, 1e-9)
+                    ruler.send_gaps = client.send_gaps[sends:]
+                    ruler.tokens = sum(len(r.token_times) for r in records if not r.warmup)
+                    if client.reads > reads:
+                        ruler.kernel_share = (client.kernel_reads - kreads) / (client.reads - reads)
+                    if client.clock is not None:
+                        ruler.clock_drift_s = client.clock.remeasure()
+                        ruler.clock_uncertainty_s = client.clock.uncertainty_s
                     ruler.stop()
                     self.last_client = ruler.summary()
                     if bar is not None:
@@ -209,6 +220,7 @@ class HttpTarget:
         state: dict[str, Any] = {"sent": 0, "reason": None}
         sent_ids: set[int] = set()
         late = ruler.send_late if ruler is not None else None
+        shared = ruler.shared if ruler is not None else None
         open_loop = any(r.arrival_s > 0 for r in requests)
 
         def finished(rec: RequestRecord) -> None:
@@ -239,7 +251,7 @@ class HttpTarget:
                 inflight[rec.id] = rec
                 sent_ids.add(rec.id)
                 state["sent"] += 1
-                task = asyncio.create_task(self._one(client, payload, rec, t0, finished))
+                task = asyncio.create_task(self._one(client, payload, rec, t0, finished, shared))
                 tasks.add(task)
                 task.add_done_callback(tasks.discard)
 
@@ -298,13 +310,18 @@ class HttpTarget:
         return client.head("POST", self.path, headers, body) + body
 
     async def _one(self, client: Client, payload: bytes, rec: RequestRecord, t0: float,
-                   finished: Callable[[RequestRecord], None]) -> None:
-        reader = StreamReader(rec.token_times)
+                   finished: Callable[[RequestRecord], None], shared: list[tuple[int, float]] | None = None) -> None:
+        times = rec.token_times
+        reader = StreamReader(times)
         last = [math.nan]
 
-        def on_body(data: bytes, t: float) -> None:
+        def on_body(data: bytes, t: float, span: float) -> None:
             last[0] = t - t0
+            n = len(times)
             reader.feed(data, last[0])
+            if shared is not None and len(times) - n > 1:
+                # several tokens of this stream in one read: all but the last may have come up to `span` earlier
+                shared.append((len(times) - n - 1, span))
 
         def on_sent(t: float) -> None:
             rec.sent_s = t - t0  # right before the bytes go to the socket, on a connection already open
