@@ -1,6 +1,7 @@
 """What servetune's own front door (`python -m tuner.run`) measured on H200s, from committed files only.
 
-Reads every benchmarks/results/h200-<study>/ folder written back from the device (trials.parquet,
+Reads every benchmarks/results/h200-<study>/ (rounds 1-2) and benchmarks/results/h200/<study>/ (round 3 on)
+folder written back from the device (trials.parquet,
 study.yaml, timing.json, promoted.yaml, deploy.json when a promoted app was served) and prints, per
 study, each trial's SLA capacity and latencies, then one last line:
 
@@ -99,6 +100,14 @@ def summarize(s: dict) -> dict:
         gpu_min = (float(t["promoted_mtime"]) - float(t["start_epoch"])) * int(t["gpus"]) / 60
         print(f"GPU-minutes from `tuner.run` start to promoted.yaml: {gpu_min:.1f} "
               f"({t['gpus']} GPUs x {(float(t['promoted_mtime']) - float(t['start_epoch'])) / 60:.1f} min)")
+    starts = [(r["start_s"], r["wall_s"]) for r in rows if r.get("start_s") and r.get("wall_s")]
+    if starts:
+        st, wall = sum(x for x, _ in starts), sum(w for _, w in starts)
+        print(f"server start: {st:.0f} s of {wall:.0f} s of trial time ({100 * st / wall:.0f}%), per trial "
+              + ", ".join(f"{x:.0f}/{w:.0f} s" for x, w in starts))
+    d = s["deploy"]
+    if d:
+        print("deploy on the GPU: " + ", ".join(f"{k}={v}" for k, v in d.items() if not k.endswith("_epoch")))
     ran = sorted({r["engine"] for r in rows if r.get("outcome") == "ok"})
     return {"test": s["study"]["workload"].get("profile"), "ratio": ratio, "engines": ran, "gpu_min": gpu_min,
             "served": bool(s["deploy"].get("served_on_gpu")), "promoted": s["promoted"]}
@@ -108,7 +117,8 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--results", type=Path, default=Path(__file__).resolve().parent / "results")
     a = p.parse_args()
-    studies = [s for f in sorted(a.results.glob("h200-*")) if (s := load_study(f))]
+    folders = sorted([*a.results.glob("h200-*"), *a.results.glob("h200/h200-*")], key=lambda f: f.name)
+    studies = [s for f in folders if (s := load_study(f))]  # thin-path folders have no study.yaml
     if not studies:
         print(f"no tuner.run H200 results under {a.results}/h200-*/ (trials.parquet + study.yaml)")
     out = [summarize(s) for s in studies]
