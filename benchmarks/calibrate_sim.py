@@ -27,12 +27,13 @@ from tuner.sim.cost import Calibration
 from tuner.sim.reference import ALL_POINTS, FIT_SET, METRICS, REPLAYS, measured, replay, simulate
 
 FREE = ("e_lin", "e_w", "e_attn", "e_kv", "o_step_s", "o_tok_s", "launch_per_layer_s", "eager_mult", "frontend_s",
-        "ingress_per_seq_s", "heat_slowdown", "heat_tau_s")
+        "ingress_per_seq_s", "heat_slowdown", "heat_tau_s", "prompt_defer")
 BOUNDS = {
     "ingress_per_seq_s": (1e-6, 5e-3), "heat_slowdown": (1e-3, 3.0), "heat_tau_s": (0.05, 30.0),
     "e_lin": (0.2, 1.0), "e_w": (0.3, 1.0), "e_attn": (0.1, 1.0), "e_kv": (0.2, 1.0),
     "o_step_s": (1e-5, 0.02), "o_tok_s": (1e-9, 1e-5), "launch_per_layer_s": (1e-7, 5e-4),
-    "eager_mult": (1.0, 2.0), "frontend_s": (1e-4, 0.05),
+    "eager_mult": (1.0, 2.0), "frontend_s": (1e-4, 0.05), "prompt_defer": (0.01, 0.9),
+    "sched_ahead": (0, 1),  # on/off (--start sched_ahead=1), not searched
 }
 CAP = 0.25  # per-figure cap on |log error|: a threshold effect (queueing onset) must not steer the fit
 CAL_FILE = Path(__file__).resolve().parents[1] / "tuner" / "sim" / "calibration.py"

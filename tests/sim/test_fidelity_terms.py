@@ -1,10 +1,11 @@
-"""Held-out classes (by resolved engine args, rate, shape, not by name) and the tail terms: API-server ingress, power-limited clock."""
+"""Held-out classes (by resolved engine args, rate, shape, not by name) and the tail terms: API-server ingress, power-limited clock, prompt work deferred to the next step."""
 
 from __future__ import annotations
 
 import dataclasses
 
-from tests.sim.simhelp import engine, poisson, ttfts
+from tests.sim.simhelp import engine, out_tok_s, poisson, ttfts
+from tuner.load.records import Request
 from tuner.sim.calibration import FITTED
 from tuner.sim.engine import SimulatedEngine
 from tuner.sim.reference import ALL_POINTS, FIT_SET, RefPoint, split_of
@@ -66,3 +67,51 @@ def test_power_limited_clock_slows_sustained_prefill_more_than_a_lone_one() -> N
     burst_ratio = max(ttfts(hot.run(burst))) / max(ttfts(cool.run(burst)))
     assert lone_ratio < 1.05  # an idle GPU is cool: a lone prompt runs at full clock
     assert burst_ratio > 1.25  # sustained compute: FLOP-bound steps slow toward 1 + heat_slowdown
+
+
+def _with_defer(share: float) -> SimulatedEngine:
+    cal = dataclasses.replace(FITTED, prompt_defer=share, ingress_per_seq_s=0.0)
+    return SimulatedEngine(flavour="vllm", gpu="H200", shape="qwen3-8b", args={}, max_model_len=16384,
+                           calibration=cal)
+
+
+def test_prompt_defer_moves_a_share_of_the_prompt_step_and_the_first_token_to_the_next_step() -> None:
+    # one long decode, then a 2048-token prompt arrives: its step is the decode's long gap
+    reqs = [Request(0, 0.0, 128, 400), Request(1, 1.0, 2048, 50)]
+    whole, split = _with_defer(0.0).run(reqs), _with_defer(0.4).run(reqs)
+    gaps_w = [b - a for a, b in zip(whole[0].token_times, whole[0].token_times[1:], strict=False)]
+    gaps_s = [b - a for a, b in zip(split[0].token_times, split[0].token_times[1:], strict=False)]
+    k = max(range(len(gaps_w)), key=gaps_w.__getitem__)
+    normal = gaps_w[k - 1]
+    excess = gaps_w[k] - normal
+    assert excess > 0.03  # a 2048-token prefill is tens of ms on an H200
+    assert abs(gaps_s[k] - (gaps_w[k] - 0.4 * excess)) < 1e-4  # the prompt step lasts 0.6 of its extra time
+    assert abs(gaps_s[k + 1] - (gaps_w[k + 1] + 0.4 * excess)) < 1e-4  # the next step carries the rest
+    assert abs(split[0].done_s - whole[0].done_s) < 1e-6  # no time made or lost
+    # the new request's first token comes with the next step, with the running request's token
+    assert whole[1].first_token_s == whole[0].token_times[k + 1]
+    assert split[1].first_token_s == split[0].token_times[k + 2]
+    assert split[1].output_tokens == 50 and split[1].ok
+
+
+def test_prompt_defer_keeps_saturation_throughput() -> None:
+    reqs = poisson(150, 0.0, out=200)
+    assert abs(out_tok_s(_with_defer(0.3).run(reqs)) / out_tok_s(_with_defer(0.0).run(reqs)) - 1) < 0.01
+
+
+def test_sched_ahead_admits_a_request_that_came_during_a_step_one_step_later() -> None:
+    reqs = [Request(0, 0.0, 128, 400), Request(1, 1.0, 2048, 20)]
+    idx = {}
+    for ahead in (0, 1):
+        cal = dataclasses.replace(FITTED, sched_ahead=ahead, prompt_defer=0.0, ingress_per_seq_s=0.0)
+        recs = SimulatedEngine(flavour="vllm", gpu="H200", shape="qwen3-8b", args={}, max_model_len=16384,
+                               calibration=cal).run(reqs)
+        idx[ahead] = recs[0].token_times.index(recs[1].first_token_s)
+        assert recs[1].ok and recs[1].output_tokens == 20
+    assert idx[1] == idx[0] + 1
+    # an idle engine takes a request at once either way
+    lone = [Request(0, 0.5, 2048, 5)]
+    cals = [dataclasses.replace(FITTED, sched_ahead=a) for a in (0, 1)]
+    runs = [SimulatedEngine(flavour="vllm", gpu="H200", shape="qwen3-8b", args={}, max_model_len=16384,
+                            calibration=c).run(lone)[0].token_times for c in cals]
+    assert runs[0] == runs[1]

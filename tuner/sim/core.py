@@ -75,6 +75,7 @@ class Core:
         self.preemptions = 0
         self.prompt_tokens = 0
         self.steps = 0
+        self.last_start = -math.inf  # when the last step started (vLLM async scheduling: the next was scheduled then)
         self._base: dict[int, float] = {}  # decode_base by batch size (it does not change within a run)
         # power-limited clock (Calibration.heat_slowdown / heat_tau_s; set by the engine, 0 = off)
         self.heat_k = 0.0
@@ -270,6 +271,7 @@ class Core:
         self.nd = j + k
         last = fe + k * a + c2 * k * (k - 1)
         self.now = last - self.frontend
+        self.last_start = now + (k - 1) * a + c2 * (k - 1) * (k - 2)  # the run's last step
         if self.heat_k:
             span = self.now - now
             self._heat_add(span, self.cost.flop_time(n, n, 0.0) * m * k / span)

@@ -43,6 +43,12 @@ class Calibration:
     # limit), less in proportion to a moving average of the compute-bound share of time; 0 = never
     heat_slowdown: float = 0.0
     heat_tau_s: float = 2.0  # time constant of that moving average
+    # vLLM: share of a prompt step's extra time that lands in the next step, with the prompt's first token
+    # (measured in the H200 per-request token times; tuner/sim/vllm_sched.py); 0 = off
+    prompt_defer: float = 0.0
+    # vLLM async scheduling (1 = on): each step is scheduled when the one before it starts, so a request that
+    # reaches the engine during a step is admitted a step later; 0 = at the next step
+    sched_ahead: int = 0
     allreduce_lat_s: float = 8e-6  # per all-reduce latency (TP > 1)
     e_link: float = 0.7  # interconnect efficiency
     # FP8 (levers): effective speed-up over BF16 of the linear layers with FP8 weights and of attention

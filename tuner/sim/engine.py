@@ -99,6 +99,7 @@ class SimulatedEngine:
         if self.flavour == "vllm":
             sched = VLLMScheduler(self.cost, self.cfg, self.kv_capacity_tokens, self.cal.frontend_s)
             sched.heat_k, sched.heat_tau = self.cal.heat_slowdown, self.cal.heat_tau_s
+            sched.defer = self.cal.prompt_defer
         else:
             sched = SGLangScheduler(self.cost, self.cfg, self.kv_capacity_tokens, self.cal.frontend_s)
         sched.macro = self.macro_steps
@@ -160,6 +161,9 @@ class SimulatedEngine:
         # the API server streams every running sequence's tokens before it reads, tokenizes and hands on a
         # new prompt: the engine sees a request per_seq x (sequences running) after it was sent
         per_seq = self.cal.ingress_per_seq_s
+        # vLLM async scheduling: the step starting now was scheduled when the last one started, so a request
+        # that reached the engine during the last step waits one more step
+        ahead = bool(self.cal.sched_ahead) and self.flavour == "vllm"
         finished = sched.finished
         advance = sched.advance
         heappop, heappush = heapq.heappop, heapq.heappush
@@ -175,6 +179,9 @@ class SimulatedEngine:
                 t_in = t_send + per_seq * len(running) if per_seq and not bad else t_send
                 if t_in > now:
                     next_arr = t_in
+                    break
+                if ahead and t_in > sched.last_start:
+                    next_arr = t_in  # the step starting now was scheduled before it came: one more step
                     break
                 heappop(pending)
                 s.arrival = t_send
@@ -195,6 +202,8 @@ class SimulatedEngine:
                             heappush(pending, (s.done, backlog.popleft()))  # type: ignore[arg-type,misc]
                 finished.clear()
             if not progressed:
+                if ahead:
+                    sched.last_start = sched.now  # idle: nothing was in flight
                 if next_arr < t_stop:
                     sched.now = max(sched.now, next_arr)
                     continue

@@ -4,6 +4,13 @@ Order within a step, as in vLLM's V1 scheduler: running sequences first (decodes
 prefills), then waiting sequences FCFS while `max_num_seqs`, the token budget and free KV blocks
 allow. When a running sequence cannot get a block, the newest running sequence is preempted
 (recompute) and no waiting sequence is admitted in that step.
+
+Output one step behind for prompts (`Calibration.prompt_defer`, 0 = off): measured on the H200 per-request
+records, the step that carries a new prompt hands out its decodes' tokens before all of the prompt's work
+is done; the next step carries the rest (a share of the prompt's extra time) and the new request's first
+token. Modelled as: a step with prompt chunks lasts its cost minus `prompt_defer` x (its cost above the same
+step without chunks); the next step lasts that much longer, and a prompt completed in the step gets its
+first token (and joins the decodes) at the next step's end.
 """
 
 from __future__ import annotations
@@ -25,6 +32,9 @@ class VLLMScheduler(Core):
         self.max_partial: int = max(1, cfg["max_num_partial_prefills"])
         thr = cfg["long_prefill_token_threshold"] or 0
         self.threshold: int = thr if thr > 0 else self.mbt  # V1 caps every chunk at the threshold when set
+        self.defer = 0.0  # Calibration.prompt_defer (set by the engine)
+        self.carry = 0.0  # deferred prompt work the next step carries
+        self.lagged: list[Seq] = []  # prompts completed last step: first token at this step's end
 
     def _newest(self) -> Seq:
         return self.running[next(reversed(self.running))]
@@ -44,7 +54,7 @@ class VLLMScheduler(Core):
 
     def advance(self, t_event: float) -> bool:
         """Run one step, or many decode-only steps up to the next event. False when idle."""
-        if self.macro and self.n_dec and not self.prefilling and self._head_blocked():
+        if self.macro and self.n_dec and not self.prefilling and not self.carry and self._head_blocked():
             j = self.nd
             k = self._kv_steps(self._clean_heap() - j)
             if k >= 2:
@@ -71,7 +81,7 @@ class VLLMScheduler(Core):
         for s in list(self.prefilling) if self.prefilling else ():
             if budget <= 0:
                 break
-            if s.state != PREFILL:
+            if s.state != PREFILL or s.L == s.target:  # completed, first token due next step
                 continue
             rem = s.target - s.L
             c = min(rem, budget, self.threshold)
@@ -112,6 +122,11 @@ class VLLMScheduler(Core):
                 partial += c < rem
         n = self.n_dec
         if not n and not chunks:
+            if self.lagged:  # nothing else to run: the deferred work ends, the first tokens go out
+                self.now += self.carry
+                self.carry = 0.0
+                self._sample_lagged(self.now + self.frontend)
+                return True
             return False
         tokens, logits, pairs, kv = n, n, float(self.sum_l + n), float(self.sum_l + n)
         for s, c in chunks:
@@ -128,6 +143,14 @@ class VLLMScheduler(Core):
             self._heat_add(dur, self.cost.flop_time(tokens, logits, pairs) * m_clk / dur)
         else:
             dur = self.cost.step(tokens, logits, pairs, kv, tokens <= self.graph_max, **spec)
+        if self.defer:
+            extra = 0.0
+            if chunks and n:
+                base = self.cost.step(n, n, float(self.sum_l + n), float(self.sum_l + n), n <= self.graph_max, **spec)
+                extra = max(dur - base, 0.0) * self.defer
+            dur += self.carry - extra
+            self.carry = extra
+        self.last_start = self.now
         self.now += dur
         t_out = self.now + self.frontend
         self.steps += 1
@@ -139,9 +162,21 @@ class VLLMScheduler(Core):
             heap = self.heap
             if heap and heap[0][0] <= j + m:
                 self._pop_finished(t_out)
+        if self.lagged:
+            self._sample_lagged(t_out)
+        lag = self.defer > 0.0 and n > 0
         for s, c in chunks:
             s.L += c
             self.prompt_tokens += c
             if s.L == s.target:
-                self._sampled(s, t_out)
+                if lag:
+                    self.lagged.append(s)
+                else:
+                    self._sampled(s, t_out)
         return True
+
+    def _sample_lagged(self, t_out: float) -> None:
+        lagged, self.lagged = self.lagged, []
+        for s in lagged:
+            if s.state == PREFILL and s.L == s.target:  # not preempted meanwhile
+                self._sampled(s, t_out)
