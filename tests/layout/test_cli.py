@@ -35,7 +35,9 @@ def test_subcommands_are_the_python_m_forms() -> None:
     via_cli = _run("-m", "tuner.cli", "run", "--help")
     via_m = _run("-m", "tuner.run", "--help")
     assert via_cli.returncode == via_m.returncode == 0
-    assert via_cli.stdout == via_m.stdout and "--study" in via_cli.stdout
+    # the same description and options; only the usage lines name the command as it was invoked
+    assert via_cli.stdout.split("\n\n", 1)[1] == via_m.stdout.split("\n\n", 1)[1]
+    assert via_cli.stdout.startswith("usage: servetune run ") and "--study" in via_cli.stdout
     assert "--url" in _run("-m", "tuner.cli", "bench", "--help").stdout
     assert "--study-run" in _run("-m", "tuner.cli", "promote", "--help").stdout
     assert "--flavour" in _run("-m", "tuner.cli", "sim", "--help").stdout
