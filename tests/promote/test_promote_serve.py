@@ -48,6 +48,9 @@ def _promote_cli(cluster: ServeCluster, *args: str):
     return cluster.cli(sys.executable, "-m", "tuner.promote", *args)
 
 
+CANARY = ("--canary-seconds", "3")  # a short canary: the sim at time_scale 50 answers in milliseconds
+
+
 def _candidate_leaving(cluster: ServeCluster) -> None:
     """The side app a new config was tried on is gone or on its way out."""
     apps = cluster.admin().details()["applications"]
@@ -84,12 +87,22 @@ def staged(cluster: ServeCluster, mlflow_uri: str, tmp_path_factory: pytest.Temp
     tmp = tmp_path_factory.mktemp("staged")
     study_run, trial_run = _finished_study(mlflow_uri, tmp, "life", 64)
     proc = _promote_cli(cluster, "--study-run", study_run, "--mlflow-uri", mlflow_uri, "--deploy",
-                        "--output", str(tmp / "p1"))
+                        "--output", str(tmp / "p1"), *CANARY)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     mv = MlflowClient(tracking_uri=mlflow_uri).get_model_version_by_alias("life-config", STAGING)
     assert str(mv.version) == "1" and mv.tags["servetune.trial_run_id"] == trial_run  # found by its tag
     assert mv.tags["servetune.study_run_id"] == study_run
     assert _serving(cluster)["engine_args"]["max_num_seqs"] == 64
+    # the canary ran against the deployed app at 0.8 x the confirmed capacity (8 req/s) and passed
+    assert "canary: 6.4 req/s for 3s" in proc.stdout and "canary passed" in proc.stdout, proc.stdout
+    assert mv.tags["servetune.canary"] == "passed" and float(mv.tags["servetune.canary_completed"]) >= 10
+    record = json.loads((tmp / "p1" / "promotion.json").read_text())["canary"]
+    assert record["passed"] and record["figures"]["error_rate"] == 0 and record["figures"]["p99_ttft_ms"] <= 500
+    run = MlflowClient(tracking_uri=mlflow_uri).get_run(mv.run_id)
+    assert run.data.metrics["canary_passed"] == 1.0 and run.data.metrics["canary_completed"] >= 10
+    # nothing staging replaced yet: a rollback is refused in words, before Serve is touched
+    proc = _promote_cli(cluster, "--rollback", "life-config", "--mlflow-uri", mlflow_uri)
+    assert proc.returncode == 2 and "previous-staging" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
     return "life-config"
 
 
@@ -100,7 +113,7 @@ def test_deploy_moves_alias_and_rollback_restores_the_previous_config(cluster: S
     old = str(client.get_model_version_by_alias(staged, STAGING).version)
     second, _ = _finished_study(mlflow_uri, tmp_path, "life", 128)
     proc = _promote_cli(cluster, "--study-run", second, "--mlflow-uri", mlflow_uri, "--deploy",
-                        "--output", str(tmp_path / "p2"))
+                        "--output", str(tmp_path / "p2"), *CANARY)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     new = str(client.get_model_version_by_alias(staged, STAGING).version)
     assert new != old and str(client.get_model_version_by_alias(staged, PREVIOUS).version) == old
@@ -110,6 +123,7 @@ def test_deploy_moves_alias_and_rollback_restores_the_previous_config(cluster: S
 
     proc = _promote_cli(cluster, "--rollback", staged, "--mlflow-uri", mlflow_uri)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"rolled back from version {new} to {old}" in proc.stdout, proc.stdout
     assert str(client.get_model_version_by_alias(staged, STAGING).version) == old
     assert _serving(cluster) == before
     smoke_test(cluster.http_base, "/", "qwen3-8b")
@@ -133,6 +147,33 @@ def test_a_failed_smoke_test_leaves_staging_and_alias_unchanged(cluster: ServeCl
     assert _serving(cluster) == before
     smoke_test(cluster.http_base, "/", "qwen3-8b")
     _candidate_leaving(cluster)
+
+
+def test_a_canary_that_misses_the_sla_rolls_back_to_the_previous_app(cluster: ServeCluster, tmp_path: Path,
+                                                                        mlflow_uri: str, staged: str) -> None:
+    """The study's records say max_num_seqs=1 met the SLA at 8 req/s; the deployed app (the sim at 5x real
+    time) cannot: it passes the smoke test, misses P99 TTFT under the canary and the old app comes back."""
+    client = MlflowClient(tracking_uri=mlflow_uri)
+    before = _serving(cluster)
+    alias_before = str(client.get_model_version_by_alias(staged, STAGING).version)
+    slow, _ = _finished_study(mlflow_uri, tmp_path, "life", 1, sim={
+        "flavour": "vllm", "gpu": "H200", "mode": "server", "time_scale": 5.0})
+    proc = _promote_cli(cluster, "--study-run", slow, "--mlflow-uri", mlflow_uri, "--deploy",
+                        "--output", str(tmp_path / "slow"), "--canary-seconds", "10")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "canary FAILED" in proc.stdout and "canary missed the SLA" in proc.stdout, proc.stdout
+    assert "p99_ttft_ms" in proc.stdout and "rolled back" in proc.stdout, proc.stdout
+    assert f"staging alias unchanged at version {alias_before}" in proc.stdout, proc.stdout
+    assert str(client.get_model_version_by_alias(staged, STAGING).version) == alias_before
+    assert _serving(cluster) == before  # the previous config serves again
+    smoke_test(cluster.http_base, "/", "qwen3-8b")
+    latest = str(max(int(v.version) for v in client.search_model_versions(f"name = '{staged}'")))
+    mv = client.get_model_version(staged, latest)
+    assert mv.tags["servetune.canary"] == "failed", proc.stdout
+    assert "p99_ttft_ms" in mv.tags["servetune.canary_reason"], mv.tags
+    record = json.loads((tmp_path / "slow" / "promotion.json").read_text())["canary"]
+    assert not record["passed"] and record["violations"] and record["load"] == 6.4, record
+    assert "p99_ttft_ms" in " ".join(record["violations"]), record
 
 
 def test_failover_router_sends_traffic_to_the_secondary_when_the_primary_fails(cluster: ServeCluster) -> None:

@@ -1,10 +1,13 @@
 """`python -m tuner.promote`: promote a finished study, deploy it to staging, or roll staging back.
 
     python -m tuner.promote --study-run ID [--mlflow-uri URI] [--output DIR] [--deploy]
+                            [--canary-seconds S] [--canary-rate R | --no-canary]
     python -m tuner.promote --rollback NAME [--mlflow-uri URI]
 
-Exit status: 0 done; 1 deploy or rollback failed (staging left as it was); 2 invalid input;
-3 nothing to promote (the reason is printed).
+--deploy: blue-green to the running Ray Serve, a streaming smoke test, then a canary load with the
+study's workload and SLA at or below the confirmed capacity; a missed canary puts the previous app
+back. Exit status: 0 done; 1 deploy, canary or rollback failed (staging serves what it served
+before; the reason and the canary's figures are printed); 2 invalid input; 3 nothing to promote.
 """
 
 from __future__ import annotations
@@ -18,8 +21,12 @@ from typing import TYPE_CHECKING
 from tuner.common.errors import SpecError
 
 if TYPE_CHECKING:
-    from tuner.promote.deploy import ServeAdmin
+    from mlflow.entities.model_registry import ModelVersion
+
+    from tuner.promote.canary import CanaryResult
+    from tuner.promote.deploy import Check, ServeAdmin
     from tuner.promote.registry import ConfigRegistry
+    from tuner.spec.study import Study
 
 DASHBOARD_ENV = "RAY_DASHBOARD_ADDRESS"
 
@@ -38,6 +45,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--address", metavar="URL", help=f"Ray dashboard (default: ${DASHBOARD_ENV} or "
                    "http://127.0.0.1:8265)")
     p.add_argument("--timeout", type=float, default=600, metavar="S", help="deploy deadline per step")
+    p.add_argument("--canary-seconds", type=float, metavar="S",
+                   help="canary length (default: the study's promotion.canary.seconds, 30)")
+    canary = p.add_mutually_exclusive_group()
+    canary.add_argument("--canary-rate", type=float, metavar="R",
+                        help="canary load in req/s (or concurrent streams in concurrency mode), at most the "
+                             "confirmed SLA capacity (default: promotion.canary.load_fraction x capacity)")
+    canary.add_argument("--no-canary", action="store_true", help="deploy after the smoke test alone")
     return p
 
 
@@ -84,9 +98,15 @@ def _uri_from_runs(args: argparse.Namespace) -> str | None:
 
 
 def _admin(args: argparse.Namespace) -> ServeAdmin:
+    return admin_for(args.address)
+
+
+def admin_for(address: str | None) -> ServeAdmin:
+    """The running Serve through its dashboard (`address`, else $RAY_DASHBOARD_ADDRESS, else local);
+    SpecError (exit 2) saying how to fix an unreachable or token-protected one."""
     from tuner.promote.deploy import DEFAULT_DASHBOARD, ServeAdmin  # late: Ray is slow to import
 
-    address = args.address or os.environ.get(DASHBOARD_ENV) or DEFAULT_DASHBOARD
+    address = address or os.environ.get(DASHBOARD_ENV) or DEFAULT_DASHBOARD
     try:
         return ServeAdmin(address)
     except Exception as exc:  # noqa: BLE001 -- any connection failure means the same to the user
@@ -110,8 +130,8 @@ def is_auth_failure(exc: BaseException) -> bool:
 
 def _run(args: argparse.Namespace) -> int:
     uri = _uri(args)  # before the slow imports: bad input answers at once
-    from tuner.promote.ops import deploy_version, rollback
-    from tuner.promote.registry import ConfigRegistry
+    from tuner.promote.ops import deploy_version, record_canary, rollback
+    from tuner.promote.registry import STAGING, ConfigRegistry
 
     registry = ConfigRegistry(uri)
     if args.rollback:
@@ -119,22 +139,65 @@ def _run(args: argparse.Namespace) -> int:
         change = rollback(registry, _admin(args), args.rollback, timeout_s=args.timeout)
         print(("ok: " if change.ok else "failed: ") + change.reason)
         return 0 if change.ok else 1
-    name, version = _promote(args, uri, registry)
+    if not args.deploy and (args.canary_seconds is not None or args.canary_rate is not None or args.no_canary):
+        raise SpecError("canary options without --deploy", "--canary-*", "add --deploy (the canary runs against "
+                        "the deployed app)")
+    name, version, study = _promote(args, uri, registry)
     if version is None:
         return 3
     if not args.deploy:
         return 0
-    change = deploy_version(registry, _admin(args), name, version, timeout_s=args.timeout)
+    check = None if args.no_canary else _canary_check(args, study, registry.get(name, version))
+    change = deploy_version(registry, _admin(args), name, version, timeout_s=args.timeout, check=check)
+    out = args.output or Path("outputs") / f"promote-{args.study_run[:8]}"
+    if change.canary is not None:
+        record_canary(registry, name, version, change.canary, out)
+        _print_canary(change.canary)
     if change.ok:
         print(f"deployed: {name} version {version} is staging" +
               (f" (replaced version {change.replaced}, now previous-staging)" if change.replaced else ""))
         print(f"  {change.reason}")
         return 0
+    if change.rolled_back:
+        staging = registry.version(name, STAGING)
+        now = f"version {staging.version}" if staging is not None else "nothing (no version had staging)"
+        print(f"canary failed: {name} version {version} rolled back; staging alias unchanged at {now}; "
+              f"{change.reason}")
+        return 1
     print(f"deploy failed, staging and its alias unchanged: {change.reason}")
     return 1
 
 
-def _promote(args: argparse.Namespace, uri: str, registry: ConfigRegistry) -> tuple[str, str | None]:
+def _canary_check(args: argparse.Namespace, study: Study, mv: ModelVersion) -> Check | None:
+    """The canary for this version (planned now, so a bad --canary-rate is exit 2 before Serve is touched)."""
+    from tuner.promote.canary import plan, run_canary
+
+    if not study.promotion.canary.enabled and args.canary_seconds is None and args.canary_rate is None:
+        print("canary: off (promotion.canary.enabled: false)")
+        return None
+    try:
+        capacity: float | None = float(mv.tags.get("servetune.capacity", "nan"))
+    except ValueError:
+        capacity = None
+    capacity = capacity if capacity is not None and capacity == capacity else None
+    canary = plan(study, capacity, seconds=args.canary_seconds, load=args.canary_rate)
+    print(f"canary: {canary.describe()}, SLA {', '.join(str(t) for t in study.sla)}")
+    model = study.model.client_name
+
+    def check(http_base: str, route_prefix: str) -> CanaryResult:
+        return run_canary(study, http_base, route_prefix, model, canary)
+
+    return check
+
+
+def _print_canary(canary: CanaryResult) -> None:
+    figures = canary.figures()
+    line = ", ".join(f"{k}={v:.4g}" for k, v in figures.items())
+    print(f"canary {'passed' if canary.passed else 'FAILED'}: {line}")
+
+
+def _promote(args: argparse.Namespace, uri: str,
+             registry: ConfigRegistry) -> tuple[str, str | None, Study]:
     """The registered version for the study run: the one the pipeline made, else a new one."""
     from tuner.promote.pipeline import promote_study
     from tuner.promote.registry import model_name
@@ -146,16 +209,16 @@ def _promote(args: argparse.Namespace, uri: str, registry: ConfigRegistry) -> tu
     if found is not None:
         print(f"study run {args.study_run} was promoted already: {name} version {found.version} "
               f"(trial {found.tags.get('servetune.trial_id')})")
-        return name, str(found.version)
+        return name, str(found.version), study
     out = args.output or Path("outputs") / f"promote-{args.study_run[:8]}"
     result = promote_study(study, trials, output_dir=out, tracking_uri=uri, parent_run_id=args.study_run,
                            confirm=None, set_alias=not args.deploy)
     print(("promoted: " if result.promoted else "") + result.reason)
     if not result.promoted:
-        return name, None
+        return name, None, study
     alias = f", alias {result.alias} -> version {result.model_version}" if result.alias else ""
     print(f"  registered {result.model_name} version {result.model_version}{alias}; Serve config {result.serve_config}")
-    return name, result.model_version
+    return name, result.model_version, study
 
 
 if __name__ == "__main__":

@@ -12,10 +12,17 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tuner.promote.smoke import SmokeResult, SmokeTestError, smoke_test
+
+if TYPE_CHECKING:
+    from tuner.promote.canary import CanaryResult
+
+# A check of the switched app under load (the canary): (Serve HTTP base, route prefix) -> verdict
+Check = Callable[[str, str], "CanaryResult"]
 
 DEFAULT_DASHBOARD = "http://127.0.0.1:8265"
 
@@ -29,6 +36,8 @@ class DeployResult:
     ok: bool
     reason: str
     smoke: SmokeResult | None = None
+    canary: CanaryResult | None = None
+    rolled_back: bool = False  # the new config served, failed its check, and the old one was put back
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -129,8 +138,9 @@ def served_model(app: dict[str, Any]) -> str:
 
 def deploy_blue_green(admin: ServeAdmin, app: dict[str, Any], *, name: str, route_prefix: str,
                       timeout_s: float = 600, smoke_timeout_s: float = 120,
-                      http_options: dict[str, Any] | None = None) -> DeployResult:
-    """Deploy `app` (an entry of a Serve config) as `name` only if it passes the smoke test first."""
+                      http_options: dict[str, Any] | None = None, check: Check | None = None) -> DeployResult:
+    """Deploy `app` (an entry of a Serve config) as `name` only if it passes the smoke test first; with
+    `check` (the canary), the switched app must also pass it, else the previous `name` is put back."""
     t0 = time.monotonic()
     cand_name, cand_prefix = candidate_route(name, route_prefix)
     try:
@@ -158,6 +168,40 @@ def deploy_blue_green(admin: ServeAdmin, app: dict[str, Any], *, name: str, rout
         if name in base:
             admin.wait_running(name, base[name], timeout_s)
         return DeployResult(False, f"{name!r} failed after the switch and was restored: {exc}")
-    admin.apply({**base, name: new})  # the candidate shuts down in the background
-    return DeployResult(True, f"{name!r} serves the new config after {time.monotonic() - t0:.0f}s; smoke test "
-                              f"passed (first token {smoke.ttft_s * 1000:.0f} ms)", smoke)
+    admin.apply({**base, name: new})  # the candidate shuts down in the background (its resources freed)
+    done = (f"{name!r} serves the new config after {time.monotonic() - t0:.0f}s; smoke test passed (first token "
+            f"{smoke.ttft_s * 1000:.0f} ms)")
+    if check is None:
+        return DeployResult(True, done, smoke)
+    canary = _checked(check, admin.http_base(), route_prefix)
+    if canary.passed:
+        return DeployResult(True, f"{done}; {canary.reason}", smoke, canary)
+    restored = _restore(admin, base, name, timeout_s, smoke_timeout_s)
+    return DeployResult(False, f"{canary.reason}; rolled back: {restored}", smoke, canary, rolled_back=True)
+
+
+def _checked(check: Check, http_base: str, route_prefix: str) -> CanaryResult:
+    """The check's verdict; a check that raises is a failed check (its error is the reason)."""
+    try:
+        return check(http_base, route_prefix)
+    except Exception as exc:  # noqa: BLE001 -- any failure of the canary must roll back, not crash
+        from tuner.promote.canary import failed_canary
+
+        return failed_canary(f"canary could not run: {type(exc).__name__}: {exc}")
+
+
+def _restore(admin: ServeAdmin, base: dict[str, dict[str, Any]], name: str, timeout_s: float,
+             smoke_timeout_s: float) -> str:
+    """Put the apps back as they were before the deploy; say what `name` serves now."""
+    admin.apply(base)
+    if name not in base:
+        admin.wait_gone(name, timeout_s)
+        return f"{name!r} removed (there was no previous config)"
+    try:
+        admin.wait_running(name, base[name], timeout_s)
+        smoke_test(admin.http_base(), base[name]["route_prefix"], served_model(base[name]), timeout_s=smoke_timeout_s)
+    except (DeployError, SmokeTestError) as exc:
+        return f"the previous config of {name!r} was re-applied but is not serving yet: {exc}"
+    lineage = (base[name].get("args") or {}).get("lineage") or {}
+    version = f" (version {lineage['model_version']})" if lineage.get("model_version") else ""
+    return f"{name!r} serves the previous config again{version}, smoke test passed"

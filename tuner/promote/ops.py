@@ -6,14 +6,18 @@ failed deploy or rollback leaves the running app and the aliases as they were.
 
 from __future__ import annotations
 
+import json
+import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import yaml
 from mlflow.entities.model_registry import ModelVersion
 
-from tuner.promote.deploy import DeployResult, ServeAdmin, deploy_blue_green
-from tuner.promote.pipeline import PROMOTED_FILE
+from tuner.promote.canary import CanaryResult
+from tuner.promote.deploy import Check, DeployResult, ServeAdmin, deploy_blue_green
+from tuner.promote.pipeline import PROMOTED_FILE, SUMMARY_FILE
 from tuner.promote.registry import ConfigRegistry
 from tuner.promote.serve_config import read_app
 
@@ -25,6 +29,8 @@ class StagingChange:
     model_name: str
     version: str  # the version now (or meant to be) in staging
     replaced: str | None  # the version it replaced
+    canary: CanaryResult | None = None
+    rolled_back: bool = False  # the version served, failed its canary, and the previous app was put back
 
 
 def version_config(registry: ConfigRegistry, version: ModelVersion) -> tuple[dict[str, Any], dict[str, Any] | None]:
@@ -35,16 +41,55 @@ def version_config(registry: ConfigRegistry, version: ModelVersion) -> tuple[dic
 
 
 def deploy_version(registry: ConfigRegistry, admin: ServeAdmin, name: str, version: str, *,
-                   timeout_s: float = 600) -> StagingChange:
-    """Deploy a registered version to its staging app; on success point `staging` at it."""
+                   timeout_s: float = 600, check: Check | None = None) -> StagingChange:
+    """Deploy a registered version to its staging app; on success (smoke test, and `check`, the canary,
+    when given) point `staging` at it. A failed canary puts the previous app back; aliases stay."""
     mv = registry.get(name, version)
     app, http = version_config(registry, mv)
     result: DeployResult = deploy_blue_green(admin, app, name=app["name"], route_prefix=app["route_prefix"],
-                                             timeout_s=timeout_s, http_options=http)
+                                             timeout_s=timeout_s, http_options=http, check=check)
     if not result.ok:
-        return StagingChange(False, result.reason, name, version, None)
+        return StagingChange(False, result.reason, name, version, None, result.canary, result.rolled_back)
     replaced = registry.move_staging(name, version)
-    return StagingChange(True, result.reason, name, version, replaced)
+    return StagingChange(True, result.reason, name, version, replaced, result.canary)
+
+
+def record_canary(registry: ConfigRegistry, name: str, version: str, canary: CanaryResult,
+                  output_dir: Path | None) -> Path | None:
+    """The canary's verdict and figures: tags on the registered version, metrics on its promotion run
+    (the version's run), and a "canary" entry in `output_dir`/promotion.json. Returns that file."""
+    verdict = "passed" if canary.passed else "failed"
+    figures = canary.figures()
+    client = registry.client
+    tags = {"servetune.canary": verdict, "servetune.canary_reason": canary.reason[:5000],
+            "servetune.canary_load": f"{canary.plan.load:g}", "servetune.canary_seconds": f"{canary.plan.seconds:g}",
+            **{f"servetune.canary_{k}": f"{v:.6g}" for k, v in figures.items()}}
+    for key, value in tags.items():
+        client.set_model_version_tag(name, version, key, value)
+    run_id = registry.get(name, version).run_id
+    if run_id:
+        from mlflow.entities import Metric
+
+        metrics = [Metric(f"canary_{k}", v, 0, 0) for k, v in figures.items()]
+        metrics.append(Metric("canary_passed", 1.0 if canary.passed else 0.0, 0, 0))
+        metrics.append(Metric("canary_load", canary.plan.load, 0, 0))
+        client.log_batch(run_id, metrics=metrics)
+        client.set_tag(run_id, "servetune.canary", verdict)
+    if output_dir is None:
+        return None
+    path = output_dir / SUMMARY_FILE
+    try:
+        data = json.loads(path.read_text()) if path.exists() else {}
+    except (OSError, ValueError):
+        data = {}
+    data.setdefault("model_name", name)
+    data.setdefault("model_version", version)
+    data["canary"] = {"model_version": version, **canary.to_json()}
+    output_dir.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(data, indent=2, default=str))
+    os.replace(tmp, path)
+    return path
 
 
 def rollback(registry: ConfigRegistry, admin: ServeAdmin, name: str, *, timeout_s: float = 600) -> StagingChange:

@@ -23,6 +23,7 @@ class SmokeResult:
     total_s: float
     chunks: int
     text: str
+    backend: str | None = None  # which side of a failover router answered (x-servetune-backend)
 
 
 def chat_url(http_base: str, route_prefix: str) -> str:
@@ -46,9 +47,11 @@ def smoke_test(http_base: str, route_prefix: str, model: str, *, max_tokens: int
     t0 = time.monotonic()
     first: float | None = None
     chunks, text, done = 0, [], False
+    backend: str | None = None
     try:
         with urllib.request.urlopen(req, timeout=timeout_s) as resp:
             media = resp.headers.get("Content-Type", "")
+            backend = resp.headers.get("x-servetune-backend")
             if "text/event-stream" not in media:
                 raise SmokeTestError(f"{url}: expected an event stream, got Content-Type {media!r}")
             for raw in resp:
@@ -74,7 +77,7 @@ def smoke_test(http_base: str, route_prefix: str, model: str, *, max_tokens: int
     if not done:
         raise SmokeTestError(f"{url}: the stream ended without [DONE] after {chunks} chunk(s)")
     assert first is not None
-    return SmokeResult(url, first - t0, time.monotonic() - t0, chunks, "".join(text))
+    return SmokeResult(url, first - t0, time.monotonic() - t0, chunks, "".join(text), backend)
 
 
 def _delta(url: str, payload: str) -> str:

@@ -172,6 +172,15 @@ class Tracking(Strict):
     experiment: str | None = None  # default: the study name
 
 
+class Canary(Strict):
+    """A short load against the deployed app that re-checks the study's SLA before staging moves
+    (`python -m tuner.promote --deploy`; docs/promote.md)."""
+
+    enabled: bool = True
+    seconds: float = Field(default=30, gt=0, le=3600)  # how long the canary sends
+    load_fraction: float = Field(default=0.8, gt=0, le=1)  # of the confirmed SLA capacity
+
+
 class Promotion(Strict):
     enabled: bool = True
     confirm_runs: int = Field(default=2, ge=0)
@@ -182,6 +191,7 @@ class Promotion(Strict):
     # When no tuned config beats the confirmed defaults by more than run-to-run noise: promote the
     # defaults (a known-good config to serve) or nothing.
     when_defaults_win: Literal["promote_defaults", "nothing"] = "promote_defaults"
+    canary: Canary = Canary()
 
     @field_validator("route_prefix")
     @classmethod
