@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tuner.load.http1 import KERNEL_STAMPS
 from tuner.load.metrics import summarize
 from tuner.load.ruler import attach, warning
 from tuner.load.target import HttpTarget
@@ -19,7 +20,8 @@ from tuner.spec.sla import parse_sla
 from tuner.spec.workload import Workload
 
 KEYS = ("client_error_ms", "p50_client_lag_ms", "p99_client_lag_ms", "max_client_lag_ms", "client_lag_samples",
-        "max_client_gc_ms", "total_client_gc_ms", "client_connects", "client_busy")
+        "max_client_gc_ms", "total_client_gc_ms", "client_connects", "client_busy", "client_rx_kernel",
+        "p99_client_send_gap_ms", "client_shared_tokens", "p99_client_rx_bound_ms", "client_clock_error_ms")
 
 
 def workload(out: int, warmup: int) -> Workload:
@@ -48,6 +50,7 @@ def test_p99_ttft_within_3ms_of_the_servers_own(fake_server: Callable[..., Any])
         server_ttft = [(writes[f"st-{r.id}"][-20] - log[f"st-{r.id}"]) * 1e3 for r in records if not r.warmup]
         assert all(k in target.last_client for k in KEYS)
         assert target.last_client["client_connects"] == 0  # the pool was warm before the window
+        assert target.last_client["client_rx_kernel"] == (1.0 if KERNEL_STAMPS else 0.0)
         assert 0 < target.last_client["client_busy"] < 1
         d = {"client_p99": s["p99_ttft_ms"], "server_p99": float(np.percentile(server_ttft, 99)),
              "client_p50": s["p50_ttft_ms"], "server_p50": float(np.percentile(server_ttft, 50)),
@@ -62,7 +65,8 @@ def test_p99_ttft_within_3ms_of_the_servers_own(fake_server: Callable[..., Any])
 
 def test_ruler_sees_a_stalled_event_loop_and_flags_the_run(fake_server: Callable[..., Any]) -> None:
     """Block the client's event loop for 30 ms every 0.25 s (what a Parquet write or a slow probe on
-    the loop would do): the ruler's P99 read lag shows it, and against a 200 ms TTFT SLA (budget 5%,
+    the loop would do): the ruler's P99 read lag shows it; with kernel stamps the tokens that piled
+    up behind a stall share reads, and their bound shows it; against a 200 ms TTFT SLA (budget 5%,
     10 ms) the run is flagged. Stalls only ever add lag, so the bound holds on a loaded machine."""
     srv = fake_server("--ttft-ms", "5", "--itl-ms", "5")
     reqs = generate(workload(40, 4), n=60, rate=None, seed=0)
@@ -77,6 +81,8 @@ def test_ruler_sees_a_stalled_event_loop_and_flags_the_run(fake_server: Callable
     attach(summary, target.last_client, parse_sla("p99_ttft_ms<=200"))
     assert summary["client_lag_samples"] >= 100
     assert summary["max_client_lag_ms"] >= 25 and summary["client_error_ms"] >= 15, summary
+    if KERNEL_STAMPS:  # tokens piled up behind the stall and shared reads: the bound covers them
+        assert summary["client_shared_tokens"] > 0.01 and summary["p99_client_rx_bound_ms"] >= 15, summary
     assert summary["client_error_budget_ms"] == pytest.approx(10.0) and summary["client_suspect"] == 1.0
     assert "exceeds 10.00 ms" in (warning(summary) or "")
 
