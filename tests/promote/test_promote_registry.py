@@ -143,3 +143,26 @@ def test_cli_study_run_with_nothing_feasible_exits_3_and_says_why(store, tmp_pat
     assert code == 3, out + err
     assert "nothing promoted" in out and "oom" in out
     assert not (tmp_path / "out" / "promoted.yaml").exists()
+
+
+def test_cli_trial_registers_the_named_trial_apart_from_the_selected_winner(store, tmp_path: Path, capsys) -> None:
+    """--trial baseline: a known-good version (the defaults) to deploy first, so a later rollback has a
+    previous one; the study run's selected winner is still found and registered on its own."""
+    uri, client = store
+    study_run, _ = finished_study_run(uri, tmp_path, "picked", [
+        make_trial(0, 2000, 200, max_num_seqs=32, baseline=True), make_trial(1, 3000, 300, max_num_seqs=96)],
+        promotion={"confirm_runs": 0, "top_k": 1})
+    code, out, err = _cli(capsys, "--study-run", study_run, "--mlflow-uri", uri, "--trial", "baseline",
+                          "--output", str(tmp_path / "b"))
+    assert code == 0, out + err
+    base = client.get_model_version("picked-config", "1")
+    assert base.tags["servetune.trial_id"] == "t000" and base.tags["servetune.picked_trial"] == "t000"
+    code, out, err = _cli(capsys, "--study-run", study_run, "--mlflow-uri", uri, "--output", str(tmp_path / "w"))
+    assert code == 0 and "promoted already" not in out, out + err  # the picked version is not the winner's
+    assert client.get_model_version("picked-config", "2").tags["servetune.trial_id"] == "t001"
+    code, out, err = _cli(capsys, "--study-run", study_run, "--mlflow-uri", uri, "--trial", "baseline")
+    assert code == 0 and "promoted already: picked-config version 1" in out, out + err
+    code, out, err = _cli(capsys, "--study-run", study_run, "--mlflow-uri", uri, "--trial", "t999")
+    assert code == 2 and "no trial 't999'" in err and "t000 (baseline)" in err, err
+    code, out, err = _cli(capsys, "--study-run", study_run, "--mlflow-uri", uri, "--canary-seconds", "5")
+    assert code == 2 and "--deploy" in err, err

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from tuner.promote.deploy import Check, ServeAdmin
     from tuner.promote.registry import ConfigRegistry
     from tuner.spec.study import Study
+    from tuner.trial.result import TrialResult
 
 DASHBOARD_ENV = "RAY_DASHBOARD_ADDRESS"
 
@@ -41,6 +42,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--mlflow-uri", metavar="URI", help="tracking URI (default: $MLFLOW_TRACKING_URI, else the "
                    "store `python -m tuner.run` used for that study, found in runs/*/state.json)")
     p.add_argument("--deploy", action="store_true", help="deploy to the running Ray Serve as the staging app")
+    p.add_argument("--trial", metavar="ID", help="register (and deploy) this trial of the study instead of the "
+                   "selected winner; 'baseline' for the engine defaults (e.g. a known-good staging to roll back to)")
     p.add_argument("--output", metavar="DIR", type=Path, help="where promoted.yaml goes (default: outputs/)")
     p.add_argument("--address", metavar="URL", help=f"Ray dashboard (default: ${DASHBOARD_ENV} or "
                    "http://127.0.0.1:8265)")
@@ -129,6 +132,8 @@ def is_auth_failure(exc: BaseException) -> bool:
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.trial and not args.study_run:
+        raise SpecError("--trial names a trial of a study run", "--trial", "use it with --study-run ID")
     uri = _uri(args)  # before the slow imports: bad input answers at once
     from tuner.promote.ops import deploy_version, record_canary, rollback
     from tuner.promote.registry import STAGING, ConfigRegistry
@@ -200,25 +205,41 @@ def _promote(args: argparse.Namespace, uri: str,
              registry: ConfigRegistry) -> tuple[str, str | None, Study]:
     """The registered version for the study run: the one the pipeline made, else a new one."""
     from tuner.promote.pipeline import promote_study
-    from tuner.promote.registry import model_name
+    from tuner.promote.registry import PICKED_TAG, model_name
     from tuner.promote.study_run import load_study_run
 
     study, trials = load_study_run(registry.client, args.study_run)
     name = model_name(study.name)
-    found = registry.find(name, "servetune.study_run_id", args.study_run)
+    picked = _picked(trials, args.trial) if args.trial else None
+
+    def ours(v: ModelVersion) -> bool:  # the selected winner's version, or the picked trial's
+        return v.tags.get(PICKED_TAG) == picked.trial_id if picked else PICKED_TAG not in v.tags
+
+    found = registry.find(name, "servetune.study_run_id", args.study_run, where=ours)
     if found is not None:
         print(f"study run {args.study_run} was promoted already: {name} version {found.version} "
               f"(trial {found.tags.get('servetune.trial_id')})")
         return name, str(found.version), study
     out = args.output or Path("outputs") / f"promote-{args.study_run[:8]}"
-    result = promote_study(study, trials, output_dir=out, tracking_uri=uri, parent_run_id=args.study_run,
-                           confirm=None, set_alias=not args.deploy)
+    result = promote_study(study, [picked] if picked else trials, output_dir=out, tracking_uri=uri,
+                           parent_run_id=args.study_run, confirm=None, set_alias=not args.deploy,
+                           extra_tags={PICKED_TAG: picked.trial_id} if picked else None)
     print(("promoted: " if result.promoted else "") + result.reason)
     if not result.promoted:
         return name, None, study
     alias = f", alias {result.alias} -> version {result.model_version}" if result.alias else ""
     print(f"  registered {result.model_name} version {result.model_version}{alias}; Serve config {result.serve_config}")
     return name, result.model_version, study
+
+
+def _picked(trials: list[TrialResult], ref: str) -> TrialResult:
+    """The trial named by --trial: its id, its number, or 'baseline' (the engine defaults)."""
+    for t in trials:
+        if (ref == "baseline" and t.baseline) or ref in (t.trial_id, str(t.number)):
+            return t
+    ids = ", ".join(t.trial_id + (" (baseline)" if t.baseline else "") for t in trials[:12])
+    raise SpecError(f"the study run has no trial {ref!r}", "--trial",
+                    f"give one of: {ids}{' ...' if len(trials) > 12 else ''}, or baseline")
 
 
 if __name__ == "__main__":

@@ -56,6 +56,7 @@ def promote_study(
     parent_run_id: str | None,
     confirm: Confirm | None,
     set_alias: bool = True,
+    extra_tags: dict[str, str] | None = None,
 ) -> PromotionResult:
     """Select, confirm, register and write the Serve config of a study's winner (see module doc)."""
     selection = select(study, trials, confirm)
@@ -88,7 +89,7 @@ def promote_study(
             return result
         result = _register(client, study, selection.winner, selection.reason, summary, output_dir=output_dir,
                            tracking_uri=tracking_uri, parent_run_id=parent_run_id, run_id=run_id,
-                           set_alias=set_alias, figures=figures)
+                           set_alias=set_alias, figures=figures, extra_tags=extra_tags or {})
         client.set_terminated(run_id)
         return result
     except BaseException:
@@ -98,11 +99,12 @@ def promote_study(
 
 def _register(client: MlflowClient, study: Study, winner: Candidate, reason: str,
               summary: list[dict[str, Any]], *, output_dir: Path, tracking_uri: str,
-              parent_run_id: str | None, run_id: str, set_alias: bool, figures: dict[str, Any]) -> PromotionResult:
+              parent_run_id: str | None, run_id: str, set_alias: bool, figures: dict[str, Any],
+              extra_tags: dict[str, str]) -> PromotionResult:
     trial = winner.trial
     name = model_name(study.name)
     capacity = winner.worst_capacity
-    tags = _lineage_tags(study, winner, parent_run_id, run_id)
+    tags = {**_lineage_tags(study, winner, parent_run_id, run_id), **extra_tags}
     _log_params(client, run_id, study, winner, figures)
     registry = ConfigRegistry(tracking_uri)
     # A tracking server requires the version's run to hold its source; the trial run is linked by tags.

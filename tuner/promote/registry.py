@@ -9,6 +9,7 @@ remembers the version it replaced in a tag, so a rollback can step back more tha
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from mlflow import MlflowClient
@@ -21,6 +22,7 @@ STAGING = "staging"
 PREVIOUS = "previous-staging"
 REPLACED_TAG = "servetune.replaced_version"
 ARTIFACT_DIR = "promotion"
+PICKED_TAG = "servetune.picked_trial"  # a version registered for a trial named by hand (--trial), not selected
 
 
 def model_name(study_name: str) -> str:
@@ -57,13 +59,16 @@ class ConfigRegistry:
     def get(self, name: str, version: str) -> ModelVersion:
         return self.client.get_model_version(name, str(version))
 
-    def find(self, name: str, tag: str, value: str) -> ModelVersion | None:
-        """Newest version of `name` carrying tag=value (e.g. the one promoted from a study run)."""
+    def find(self, name: str, tag: str, value: str,
+             where: Callable[[ModelVersion], bool] | None = None) -> ModelVersion | None:
+        """Newest version of `name` carrying tag=value (e.g. the one promoted from a study run), of
+        those `where` accepts."""
         try:
             found = self.client.search_model_versions(f"name = '{name}' and tags.`{tag}` = '{value}'")
         except MlflowException:
             return None
-        return max(found, key=lambda v: int(v.version), default=None)
+        kept = [v for v in found if where is None or where(v)]
+        return max(kept, key=lambda v: int(v.version), default=None)
 
     def move_staging(self, name: str, version: str) -> str | None:
         """Point `staging` at `version`; the version it replaced gets `previous-staging`. Returns that one."""
