@@ -52,6 +52,7 @@ class Core:
     def __init__(self, cost: StepCost, block: int, kv_tokens: int, frontend_s: float,
                  prefix_caching: bool, graph_max: int) -> None:
         self.cost = cost
+        self.spec_on = cost.spec is not None
         self.bs = block
         self.total_blocks = kv_tokens // block
         self.free = self.total_blocks
@@ -182,10 +183,19 @@ class Core:
     def _pop_finished(self, t_out: float) -> None:
         j = self.nd
         heap = self.heap
+        heappop = heapq.heappop
+        leave = self._leave_decode
+        running, finished = self.running, self.finished
         while heap and heap[0][0] <= j:
-            _, ver, _, s = heapq.heappop(heap)
-            if ver == s.ver and s.state == DECODE:
-                self._finish(s, t_out)
+            _, ver, _, s = heappop(heap)
+            if ver == s.ver and s.state == DECODE:  # _finish of a decoding sequence, inlined
+                leave(s)
+                self.free += s.blocks
+                s.blocks = 0
+                running.pop(s.idx, None)
+                s.state = DONE
+                s.done = t_out
+                finished.append(s)
 
     def _clean_heap(self) -> int:
         """Decode index at which the next sequence finishes (stale entries dropped)."""
@@ -320,10 +330,10 @@ class Core:
             self._flush()
         dec = self.dec_times
         pieces = s.pieces
-        if s.first is not None and len(pieces) == 1 and s.state != DECODE and type(pieces[0]) is tuple:
-            a, b = pieces[0]  # the common case: one prefill, one decode stretch, done
-            if a > 0:
-                run = dec[a - 1:b]
+        if len(pieces) == 1 and s.state != DECODE and s.first is not None:
+            p0 = pieces[0]
+            if type(p0) is tuple and p0[0] > 0:  # the common case: one prefill, one decode stretch, done
+                run = dec[p0[0] - 1:p0[1]]
                 run[0] = s.first
                 return run
         out: list[float] = [] if s.first is None else [s.first]

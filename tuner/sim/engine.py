@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import gc
-import heapq
 import math
+from bisect import insort
 from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -146,16 +146,20 @@ class SimulatedEngine:
         errors: dict[int, str] = {}
         t_stop = math.inf if max_sim_time_s is None else float(max_sim_time_s)
         backlog: deque[int] = deque()
-        pending: list[tuple[float, int]] = []  # (send time, request index), a heap
+        # requests to send as (-send time, -index), sorted so that the next one (earliest, then lowest
+        # index) is last: a peek and a pop are O(1); closed-loop sends are inserted in order
+        pending: list[tuple[float, int]] = []
         if concurrency is not None:
             if concurrency < 1:
                 raise ValueError(f"concurrency must be >= 1, got {concurrency}")
             backlog.extend(range(n))
             for _ in range(min(concurrency, n)):
-                pending.append((0.0, backlog.popleft()))
+                pending.append((-0.0, -backlog.popleft()))
+            pending.sort()
         else:
-            pending = [(s.arrival, i) for i, s in enumerate(seqs)]
-            heapq.heapify(pending)
+            pending = sorted([(-s.arrival, -i) for i, s in enumerate(seqs)])
+        mml = self.max_model_len
+        bad_len = [s.inp + s.out > mml or s.inp < 1 for s in seqs]  # self.too_long: answered at once
         waiting = sched.waiting
         running = sched.running
         # the API server streams every running sequence's tokens before it reads, tokenizes and hands on a
@@ -166,16 +170,14 @@ class SimulatedEngine:
         ahead = bool(self.cal.sched_ahead) and self.flavour == "vllm"
         finished = sched.finished
         advance = sched.advance
-        heappop, heappush = heapq.heappop, heapq.heappush
-        mml = self.max_model_len
         inf = math.inf
         while True:
             now = sched.now
             next_arr = inf
             while pending:
-                t_send, i = pending[0]
-                s = seqs[i]
-                bad = s.inp + s.out > mml or s.inp < 1  # self.too_long: answered at once
+                t_send, i = pending[-1]
+                t_send, i = -t_send, -i
+                bad = bad_len[i]
                 t_in = t_send + per_seq * len(running) if per_seq and not bad else t_send
                 if t_in > now:
                     next_arr = t_in
@@ -183,13 +185,14 @@ class SimulatedEngine:
                 if ahead and t_in > sched.last_start:
                     next_arr = t_in  # the step starting now was scheduled before it came: one more step
                     break
-                heappop(pending)
+                pending.pop()
+                s = seqs[i]
                 s.arrival = t_send
                 sent[i] = True
                 if bad:
                     errors[i] = TOO_LONG
                     if backlog:  # the client hears the 400 at once and sends its next request
-                        heappush(pending, (t_send, backlog.popleft()))
+                        insort(pending, (-t_send, -backlog.popleft()))
                 else:
                     waiting.append(s)
             if now >= t_stop:
@@ -199,7 +202,7 @@ class SimulatedEngine:
                 if backlog:
                     for s in finished:
                         if backlog:  # closed loop: the next request goes out when this one's last token arrives
-                            heappush(pending, (s.done, backlog.popleft()))  # type: ignore[arg-type,misc]
+                            insort(pending, (-s.done, -backlog.popleft()))  # type: ignore[operator]
                 finished.clear()
             if not progressed:
                 if ahead:

@@ -66,7 +66,8 @@ class VLLMScheduler(Core):
         bs = self.bs
         j = self.nd
         preempted = False
-        m = self._spec_tokens(j)  # tokens each decode gets this step (1 without speculative decoding)
+        # tokens each decode gets this step (1 without speculative decoding)
+        m = self._spec_tokens(j) if self.spec_on else 1
         need = (self.cnt[j % bs] if m == 1 else self._blocks_for(j, m)) if self.n_dec else 0
         while need > self.free:
             victim = self._newest()
@@ -103,7 +104,8 @@ class VLLMScheduler(Core):
             waiting = self.waiting
             while waiting and budget > 0 and len(self.running) < self.mns:
                 s = waiting[0]
-                self._apply_prefix_hit(s)
+                if self.prefix_caching:
+                    self._apply_prefix_hit(s)
                 rem = s.target - s.L
                 c = min(rem, budget, self.threshold)
                 if c < rem and (not self.chunked or partial >= self.max_partial):
@@ -135,9 +137,10 @@ class VLLMScheduler(Core):
             kv += s.L + c
             if s.L + c == s.target:
                 logits += 1
-        spec: dict[str, Any] = ({"decodes": n, "decode_ctx": float(self.sum_l + n)} if self.cost.spec is not None
-                                else {})
-        if self.heat_k:
+        spec: dict[str, Any] = {"decodes": n, "decode_ctx": float(self.sum_l + n)} if self.spec_on else {}
+        if not self.heat_k and not self.spec_on:
+            dur = self.cost.step(tokens, logits, pairs, kv, tokens <= self.graph_max)
+        elif self.heat_k:
             m_clk = self._flop_mult(self.now)
             dur = self.cost.step(tokens, logits, pairs, kv, tokens <= self.graph_max, m_clk, **spec)
             self._heat_add(dur, self.cost.flop_time(tokens, logits, pairs) * m_clk / dur)
