@@ -16,6 +16,7 @@ first token (and joins the decodes) at the next step's end.
 from __future__ import annotations
 
 import math
+from heapq import heappop
 from typing import Any
 
 from tuner.sim.core import DECODE, PREFILL, Core, Seq
@@ -54,11 +55,22 @@ class VLLMScheduler(Core):
 
     def advance(self, t_event: float) -> bool:
         """Run one step, or many decode-only steps up to the next event. False when idle."""
-        if self.macro and self.n_dec and not self.prefilling and not self.carry and self._head_blocked():
-            j = self.nd
-            k = self._kv_steps(self._clean_heap() - j)
+        n = self.n_dec
+        if n and self.macro and not self.prefilling and not self.carry:
+            waiting = self.waiting
+            if waiting and len(self.running) < self.mns and not self._head_blocked():
+                return self.step()
+            # the next finish (Core._clean_heap, inlined: this runs once per event)
+            heap = self.heap
+            while heap:
+                top = heap[0]
+                if top[1] == top[3].ver and top[3].state == DECODE:
+                    break
+                heappop(heap)
+            limit = (heap[0][0] if heap else 1 << 60) - self.nd
+            k = limit if self.free // n * self.bs >= limit else self._kv_steps(limit)
             if k >= 2:
-                self._decode_run(k, t_event if not self.waiting else math.inf)
+                self._decode_run(k, math.inf if waiting else t_event)
                 return True
         return self.step()
 
