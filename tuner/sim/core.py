@@ -322,7 +322,10 @@ class Core:
             x = np.arange(1, int(ends[-1]) + 1, dtype=np.float64) - np.repeat((ends - ks).astype(np.float64), ks)
             # a single step (a = c2 = 0) gives fe + 0.0 + 0.0 = fe exactly
             vals = np.repeat(arr[:, 0], ks) + x * np.repeat(arr[:, 1], ks) + np.repeat(arr[:, 2], ks) * x * (x - 1)
-            self.dec_times.extend(vals.tolist())
+            if self.dec_times:
+                self.dec_times.extend(vals.tolist())
+            else:
+                self.dec_times = vals.tolist()
         segs.clear()
 
     def token_times(self, s: Seq) -> list[float]:
