@@ -138,12 +138,13 @@ def test_refused_and_cut_responses_raise() -> None:
 
 @pytest.mark.skipif(not KERNEL_STAMPS, reason="kernel receive stamps: Linux only")
 def test_kernel_stamps_keep_arrival_times_while_the_loop_is_blocked() -> None:
-    """A server thread writes an event, then two more 30 ms apart, while the client's event loop is
-    blocked from 10 to 110 ms: the first read and the last read are stamped when their bytes arrived
-    (within 5 ms of the write), not when the loop got round to them (50 ms and more later); the two
-    later events share one read, whose span covers the earlier one's true arrival."""
+    """A server thread writes an event; the client's first read of it blocks the event loop for
+    200 ms, and meanwhile the server writes two more, 20 ms apart. The stamps are when the bytes
+    arrived (within 5 ms of each write), not when the loop got round to them (150 ms and more
+    later); the two later events share one read, whose span reaches back past the earlier one."""
     head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
     writes: list[float] = []
+    blocked = threading.Event()
     listener = socket.create_server(("127.0.0.1", 0))
 
     def serve() -> None:
@@ -151,33 +152,39 @@ def test_kernel_stamps_keep_arrival_times_while_the_loop_is_blocked() -> None:
         with conn:
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             conn.recv(65536)
-            start = time.perf_counter()
             for i, event in enumerate(EVENTS[:3]):
-                while time.perf_counter() < start + 0.03 * i:
-                    time.sleep(0.0005)
+                if i == 1:
+                    blocked.wait(5)
+                elif i == 2:
+                    time.sleep(0.02)
                 writes.append(time.perf_counter())
                 conn.sendall((head if i == 0 else b"") + chunked([event])[:-5])
             conn.sendall(b"0\r\n\r\n")
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
+    reads: list[tuple[float, float, float]] = []  # (stamp, span, when the loop handed it over)
 
-    async def go() -> tuple[list[tuple[float, float]], Client]:
+    def on_body(data: bytes, t: float, span: float) -> None:
+        reads.append((t, span, time.perf_counter()))
+        if len(reads) == 1:
+            blocked.set()
+            time.sleep(0.2)  # the loop does nothing else meanwhile
+
+    async def go() -> Client:
         client = Client(f"http://127.0.0.1:{listener.getsockname()[1]}")
-        reads: list[tuple[float, float]] = []
-        loop = asyncio.get_running_loop()
         try:
-            loop.call_later(0.01, time.sleep, 0.1)  # the loop does nothing else for 100 ms
-            await client.request("POST", "/v1/completions", body=b"{}", on_body=lambda d, t, s: reads.append((t, s)))
+            await client.request("POST", "/v1/completions", body=b"{}", on_body=on_body)
         finally:
             client.close()
-        return reads, client
+        return client
 
-    reads, client = run(go())
+    client = run(go())
     thread.join(5)
     listener.close()
     assert client.kernel_reads == client.reads >= 2
-    assert len(writes) == 3 and len(reads) == 2, reads
+    assert len(writes) == 3 and len(reads) == 2, (writes, reads)
     assert abs(reads[0][0] - writes[0]) < 0.005
-    assert abs(reads[1][0] - writes[2]) < 0.005  # not stamped at the end of the block (>= 40 ms later)
+    assert abs(reads[1][0] - writes[2]) < 0.005, (writes, reads)  # the later event's arrival ...
+    assert reads[1][2] - reads[1][0] > 0.1  # ... though the loop got it 100+ ms later
     assert reads[1][0] - reads[1][1] <= writes[1]  # the read's span reaches back past the earlier event

@@ -102,6 +102,29 @@ class KernelClock:
         return self.width_ns * 0.5e-9
 
 
+def prime_stamps(timeout_s: float = 0.5) -> socket.socket | None:
+    """Turn kernel receive stamps on and wait until they flow. Linux switches stamping on for the
+    whole system in deferred work after the first socket asks, so the first packets after that can
+    come unstamped; a UDP socket sending to itself shows when stamps arrive. Kept open (returned)
+    while the client lives, it keeps them on. None when no stamp came in time."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        sock.bind(("127.0.0.1", 0))
+        sock.settimeout(timeout_s)
+        end = _perf() + timeout_s
+        while _perf() < end:
+            sock.sendto(b"x", sock.getsockname())
+            _, anc, _, _ = sock.recvmsg(16, _ANC)
+            if any(kind == SO_TIMESTAMPNS for _, kind, _ in anc):
+                return sock
+            time.sleep(0.002)
+    except OSError:
+        pass
+    sock.close()
+    return None
+
+
 class _Reads:
     """Per loop: the read counters, and for the Protocol path reads queued with their arrival time,
     parsed in one callback per loop pass."""
@@ -404,6 +427,7 @@ class Client:
         self.send_gaps: list[float] = []  # seconds each request's write took after its send stamp
         self.kernel = clock == "auto" and self.ssl is None and KERNEL_STAMPS
         self.clock = KernelClock() if self.kernel else None
+        self._stamps_on = prime_stamps() if self.kernel else None
         self._reads: _Reads | None = None
 
     @property
@@ -465,6 +489,9 @@ class Client:
         for c in self.idle:
             c.abort()
         self.idle.clear()
+        if self._stamps_on is not None:
+            self._stamps_on.close()
+            self._stamps_on = None
 
     def head(self, method: str, path: str, headers: dict[str, str], body: bytes) -> bytes:
         lines = [f"{method} {path} HTTP/1.1", f"Host: {self.host_header}", f"Content-Length: {len(body)}"]
