@@ -3,8 +3,8 @@
 Minimises the mean absolute log error, capped per figure (robust: one queueing-sensitive P99 does
 not dominate), of the seven `vllm bench serve` figures (output tok/s, P50/P99 TTFT, P50/P99 TPOT,
 P50/P99 ITL) over the FIT_SET points of tuner/sim/reference.py, plus the TTFT and ITL quantiles
-(P10..P99) of the per-request replays (REPLAYS: the simulator fed the measured send times of
-servetune's H200 baseline records), by coordinate search in log space (no extra dependency). Prints the fitted Calibration; `--write` rewrites
+(P10..P99) of the per-request replays (REPLAYS: the simulator fed the measured send times and lengths
+of servetune's H200 per-request records of the fit points), by coordinate search in log space (no extra dependency). Prints the fitted Calibration; `--write` rewrites
 tuner/sim/calibration.py with it. Held-out error: benchmarks/sim_fidelity.py.
 
     .venv/bin/python benchmarks/calibrate_sim.py [--write] [--rounds 40]
@@ -42,8 +42,8 @@ CAL_FILE = Path(__file__).resolve().parents[1] / "tuner" / "sim" / "calibration.
 def _terms(job: tuple[Calibration, str]) -> list[float]:
     """Capped |log error| of every figure of one fit point or one replay (one unit of parallel work)."""
     cal, what = job
-    if what in REPLAYS:
-        sim_d, real_d = replay(what, cal)
+    if what.startswith("replay:"):
+        sim_d, real_d = replay(what.removeprefix("replay:"), cal)
         pairs = [(s_q, r_q) for key in sim_d for s_q, r_q in zip(sim_d[key], real_d[key], strict=True)]
     else:
         p = next(q for q in ALL_POINTS if q.name == what)
@@ -56,15 +56,16 @@ POOL: Pool | None = None  # --jobs > 1: points and replays of one loss run in pa
 
 
 def loss(cal: Calibration) -> float:
-    jobs = [(cal, p.name) for p in ALL_POINTS if p.name in FIT_SET] + [(cal, r) for r in REPLAYS]
+    jobs = [(cal, p.name) for p in ALL_POINTS if p.name in FIT_SET] + [(cal, f"replay:{r}") for r in REPLAYS]
     terms = [t for ts in (POOL.map(_terms, jobs) if POOL else map(_terms, jobs)) for t in ts]
     return sum(terms) / len(terms)
 
 
 def fit(start: Calibration, rounds: int, step: float, free: tuple[str, ...] = FREE,
         log: Path | None = None) -> tuple[Calibration, float]:
-    best = dataclasses.replace(start, o_tok_s=max(start.o_tok_s, 1e-8),
-                               ingress_per_seq_s=max(start.ingress_per_seq_s, 4e-4))
+    # multiplicative steps cannot leave 0: seed factors that are off
+    best = dataclasses.replace(start, o_tok_s=start.o_tok_s or 1e-8,
+                               ingress_per_seq_s=start.ingress_per_seq_s or 4e-4)
     best_loss = loss(best)
     for r in range(rounds):
         improved = False

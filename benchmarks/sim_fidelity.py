@@ -11,6 +11,9 @@ benchmarks/calibrate_sim.py. A point not fitted on counts as held out only by wh
 - shape: its model shape is in no fitted point (leave-one-shape-out);
 - repeat: the same configuration and rate was fitted (e.g. a re-run): not held out at all.
 
+The points with per-request records (tuner.sim.reference.RECORDS) are also replayed request by request
+(measured send times): their ITL quantiles P10..P99 and TTFT P50/P99, sim vs real.
+
 SLA verdicts (P99 TTFT <= 2 s and P99 TPOT <= 50 ms, the H200 studies' SLA) are compared on the
 held-out points, except where a measured figure lies within 3% of its limit. Last line:
 `median_abs_error_pct=X p99_ttft_err_pct=Y p99_itl_err_pct=Z heldout=K` over the points held out by
@@ -28,7 +31,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tuner.sim.reference import ALL_POINTS, METRICS, RefPoint, errors_pct, measured, simulate, split_of
+from tuner.sim.reference import (
+    ALL_POINTS,
+    METRICS,
+    QUANTILES,
+    RECORDS,
+    RefPoint,
+    errors_pct,
+    measured,
+    replay,
+    simulate,
+    split_of,
+)
 
 SHORT = {"output_throughput": "tok/s", "p50_ttft_ms": "TTFT50", "p99_ttft_ms": "TTFT99",
          "p50_tpot_ms": "TPOT50", "p99_tpot_ms": "TPOT99", "p50_itl_ms": "ITL50", "p99_itl_ms": "ITL99"}
@@ -82,6 +96,15 @@ def main() -> None:
         per = " ".join(f"{SHORT[m]}={med([r[m] for r in rows]):.1f}" for m in METRICS)
         print(f"split={split} points={len(rows)} median_abs_error_pct: {per} "
               f"all={med([v for r in rows for v in r.values()]):.1f}")
+    print("per-request replays (the measured send times and lengths; ITL quantiles sim/real ms, |error| %):")
+    print(f"{'point':{width}s} {'split':6s} " + " ".join(f"{'ITL' + str(q):>17s}" for q in QUANTILES) + "  TTFT50/99 err")
+    for name in RECORDS:
+        p = next(q for q in ALL_POINTS if q.name == name)
+        sim_d, real_d = replay(name)
+        cells = " ".join(f"{s:>6.1f}/{r:>6.1f} {abs(s / r - 1) * 100:2.0f}%" for s, r in zip(sim_d["itl"], real_d["itl"],
+                                                                                         strict=True))
+        t_err = [abs(sim_d["ttft"][QUANTILES.index(q)] / real_d["ttft"][QUANTILES.index(q)] - 1) * 100 for q in (50, 99)]
+        print(f"{short_name(p):{width}s} {split_of(p):6s} {cells}  {t_err[0]:3.0f}% {t_err[1]:3.0f}%")
     print(f"sla_verdicts held-out: agree={agree}/{total} ({near} within {NEAR:.0%} of a limit, not counted); "
           f"cpu_s={time.process_time() - t0:.2f}")
     held = errs.get("args", []) + errs.get("shape", [])

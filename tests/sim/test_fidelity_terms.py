@@ -8,7 +8,17 @@ from tests.sim.simhelp import engine, out_tok_s, poisson, ttfts
 from tuner.load.records import Request
 from tuner.sim.calibration import FITTED
 from tuner.sim.engine import SimulatedEngine
-from tuner.sim.reference import ALL_POINTS, FIT_SET, RefPoint, split_of
+from tuner.sim.reference import (
+    ALL_POINTS,
+    FIT_SET,
+    RECORDS,
+    REPLAYS,
+    RefPoint,
+    distribution,
+    measured,
+    replay_requests,
+    split_of,
+)
 
 BY_NAME = {p.name: p for p in ALL_POINTS}
 
@@ -115,3 +125,15 @@ def test_sched_ahead_admits_a_request_that_came_during_a_step_one_step_later() -
     runs = [SimulatedEngine(flavour="vllm", gpu="H200", shape="qwen3-8b", args={}, max_model_len=16384,
                             calibration=c).run(lone)[0].token_times for c in cals]
     assert runs[0] == runs[1]
+
+
+def test_per_request_records_are_the_reference_points_they_name() -> None:
+    # each record set's pooled P99 ITL and P99 TTFT are its reference point's own figures
+    for name in RECORDS:
+        _, recs = replay_requests(name)
+        real = measured(BY_NAME[name])
+        got = distribution(recs)
+        assert abs(got["itl"][-1] / real["p99_itl_ms"] - 1) < 0.01, name
+        assert abs(got["ttft"][-1] / real["p99_ttft_ms"] - 1) < 0.01, name
+    assert set(REPLAYS) == {n for n in RECORDS if n in FIT_SET}  # held-out records are never fitted on
+    assert len(REPLAYS) == 4

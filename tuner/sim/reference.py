@@ -180,15 +180,41 @@ def errors_pct(sim: dict[str, float], real: dict[str, float]) -> dict[str, float
 
 # ---- per-request replays: servetune's own H200 records, every request's send time and token times --------
 RESULTS_ROOT = REF_ROOT.parent / "results" / "h200"
-REPLAYS = ("h200-static", "h200-static-high")  # requests_baseline.parquet: the default config's last load point
+_X2 = "raw-20261129-x2/h200-static-high/trials.tar.gz"
+# the reference point each per-request record set measured -> (file under RESULTS_ROOT, member when a tar.gz);
+# the raw trials' last load point is the point in benchmarks/reference (tests/sim/test_fidelity_terms.py)
+RECORDS: dict[str, tuple[str, str]] = {
+    "h200-servetune/t0_default_r12": ("h200-static/requests_baseline.parquet", ""),
+    "h200-servetune-30s/t0_default_r10": ("h200-static-high/requests_baseline.parquet", ""),
+    "h200-servetune/t1_max_num_batched_tokens4096_max_num_seqs256_r12":
+        ("raw-20261129/trials.tar.gz", "trials/001-t001/requests.parquet"),
+    "h200-servetune/t2_max_num_batched_tokens2048_max_num_seqs256_r12":
+        ("raw-20261129/trials.tar.gz", "trials/002-t002/requests.parquet"),
+    "h200-servetune-30s/t1_max_num_batched_tokens2048_max_num_seqs256_r10": (_X2, "trials/001-t001/requests.parquet"),
+    "h200-servetune-30s/t2_max_num_batched_tokens16384_max_num_seqs128_r8": (_X2, "trials/002-t002/requests.parquet"),
+    "h200-servetune-30s/t3_max_num_batched_tokens4096_max_num_seqs1024_r10": (_X2, "trials/003-t003/requests.parquet"),
+}
+REPLAYS = tuple(name for name in RECORDS if name in FIT_SET)  # fitted on; the others are held out
 QUANTILES = (10, 25, 50, 75, 90, 95, 99)
 
 
-def replay_requests(study: str, root: Path = RESULTS_ROOT) -> tuple[list[Request], list[RequestRecord]]:
-    """The measured (non-warm-up) requests of a study's baseline, re-based to send time 0, and their records."""
-    from tuner.load.records_io import read_records, to_records  # pyarrow: only where replays are used
+def replay_requests(name: str, root: Path = RESULTS_ROOT) -> tuple[list[Request], list[RequestRecord]]:
+    """The measured (non-warm-up) requests of a point's records, re-based to send time 0, and their records."""
+    import io
+    import tarfile
 
-    table = read_records(root / study / "requests_baseline.parquet")
+    import pyarrow.parquet as pq
+
+    from tuner.load.records_io import to_records  # pyarrow: only where replays are used
+
+    file, member = RECORDS[name]
+    if member:
+        with tarfile.open(root / file) as tar:
+            f = tar.extractfile(member)
+            assert f is not None, f"{member} in {file}"
+            table = pq.read_table(io.BytesIO(f.read()))
+    else:
+        table = pq.read_table(root / file)
     recs = sorted((r for r in to_records(table) if not r.warmup),
                   key=lambda r: r.sent_s)
     t0 = recs[0].sent_s
@@ -204,9 +230,10 @@ def distribution(records: list[RequestRecord]) -> dict[str, list[float]]:
     return {"ttft": np.percentile(ttft, QUANTILES).tolist(), "itl": np.percentile(itl, QUANTILES).tolist()}
 
 
-def replay(study: str, cal: Calibration | None = None) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+def replay(name: str, cal: Calibration | None = None) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
     """(simulated, measured) distributions, the simulator fed the exact measured send times and lengths."""
-    reqs, real = replay_requests(study)
-    eng = SimulatedEngine(flavour="vllm", gpu="H200", shape="qwen3-8b", args={}, max_model_len=16384,
-                          calibration=cal)
+    point = next(p for p in ALL_POINTS if p.name == name)
+    reqs, real = replay_requests(name)
+    eng = SimulatedEngine(flavour="vllm", gpu="H200", shape=point.shape, args=point.args,
+                          max_model_len=point.max_model_len, calibration=cal)
     return distribution(eng.run(reqs)), distribution(real)
