@@ -184,14 +184,25 @@ class Core:
         j = self.nd
         heap = self.heap
         heappop = heapq.heappop
-        leave = self._leave_decode
-        running, finished = self.running, self.finished
+        running, finished, cnt, bs = self.running, self.finished, self.cnt, self.bs
         while heap and heap[0][0] <= j:
             _, ver, _, s = heappop(heap)
-            if ver == s.ver and s.state == DECODE:  # _finish of a decoding sequence, inlined
-                leave(s)
-                self.free += s.blocks
+            if ver == s.ver and s.state == DECODE:  # _finish (_release, _leave_decode) of a decoding sequence, inlined
+                m = j - s.dec_start
+                left = s.out - s.g0
+                over = m - left if m > left else 0
+                m -= over
+                s.gen = gen = s.g0 + m
+                s.L = L = s.L0 + m
+                if m:
+                    s.pieces.append((s.dec_start, j - over))
+                cnt[s.phase] -= 1
+                self.n_dec -= 1
+                self.sum_l -= L + over
+                self.sum_rem -= s.out - gen - over
+                self.free += -(-(L + over) // bs)
                 s.blocks = 0
+                s.ver += 1
                 running.pop(s.idx, None)
                 s.state = DONE
                 s.done = t_out
@@ -319,9 +330,19 @@ class Core:
             ks = arr[:, 3].astype(np.int64)
             ends = np.cumsum(ks)
             # x = 1..k within each run
-            x = np.arange(1, int(ends[-1]) + 1, dtype=np.float64) - np.repeat((ends - ks).astype(np.float64), ks)
+            x = np.arange(1, int(ends[-1]) + 1, dtype=np.float64)
+            x -= np.repeat((ends - ks).astype(np.float64), ks)
+            # fe + x*a + c2*x*(x-1), evaluated as (fe + x*a) + ((c2*x) * (x-1)) like the scalar formula, in place;
             # a single step (a = c2 = 0) gives fe + 0.0 + 0.0 = fe exactly
-            vals = np.repeat(arr[:, 0], ks) + x * np.repeat(arr[:, 1], ks) + np.repeat(arr[:, 2], ks) * x * (x - 1)
+            vals = np.repeat(arr[:, 0], ks)
+            t = np.repeat(arr[:, 1], ks)
+            t *= x
+            vals += t
+            t = np.repeat(arr[:, 2], ks)
+            t *= x
+            x -= 1.0
+            t *= x
+            vals += t
             if self.dec_times:
                 self.dec_times.extend(vals.tolist())
             else:

@@ -211,8 +211,24 @@ class SimulatedEngine:
                     sched.now = max(sched.now, next_arr)
                     continue
                 break
+        if sched.segs:
+            sched._flush()
+        dec = sched.dec_times
         record = self._record
-        return [record(sched, requests[i], seqs[i], sent[i], errors.get(i), t_stop) for i in range(n)]
+        out: list[RequestRecord] = []
+        for i, (r, s) in enumerate(zip(requests, seqs, strict=True)):
+            pieces = s.pieces
+            # the common case inlined (Core.token_times): sent, done, one prefill and one decode stretch
+            if sent[i] and s.state == DONE and len(pieces) == 1 and s.first is not None and i not in errors:
+                p0 = pieces[0]
+                if type(p0) is tuple and p0[0] > 0:
+                    times = dec[p0[0] - 1:p0[1]]
+                    times[0] = s.first
+                    out.append(RequestRecord(r.id, r.cls, r.input_len, r.output_len, s.arrival, s.first, s.done,
+                                             times, s.out, None, s.preempt, r.warmup))
+                    continue
+            out.append(record(sched, r, s, sent[i], errors.get(i), t_stop))
+        return out
 
     def _record(self, sched: Core, r: Request, s: Seq, sent: bool, error: str | None,
                 t_stop: float) -> RequestRecord:

@@ -116,7 +116,7 @@ class VLLMScheduler(Core):
             waiting = self.waiting
             while waiting and budget > 0 and len(self.running) < self.mns:
                 s = waiting[0]
-                if self.prefix_caching:
+                if self.prefix_caching and s.pgroup >= 0:  # (no group: never a hit)
                     self._apply_prefix_hit(s)
                 rem = s.target - s.L
                 c = min(rem, budget, self.threshold)
