@@ -47,6 +47,7 @@ class FailoverArgs(BaseModel):
     health_timeout_s: float = Field(default=5.0, gt=0)
     failures_to_trip: int = Field(default=3, gt=0)
     retry_after_s: float = Field(default=30.0, gt=0)
+    answer_timeout_s: float = Field(default=60.0, gt=0)  # no response head from a side in this time: failed
 
 
 class SideState:
@@ -98,8 +99,8 @@ class FailoverRouter:
         for i, side in enumerate(order):
             last = i == len(order) - 1
             try:
-                upstream = await self.up[side].open(request, body)
-            except aiohttp.ClientError as exc:
+                upstream = await asyncio.wait_for(self.up[side].open(request, body), self.args.answer_timeout_s)
+            except (aiohttp.ClientError, TimeoutError) as exc:
                 self._failed(side)
                 if last:
                     return error_response(502, f"both sides failed; {side}: {type(exc).__name__}: {exc}")

@@ -1,37 +1,69 @@
 #!/bin/bash
-# DEVICE, after scripts/h200/tuner_run.sh's study ended: serve its promoted config on the GPUs through
-# servetune's own promotion CLI. `ray start --head` (dashboard REST on 127.0.0.1:8265), then
-# `python -m tuner.promote --study-run <the study's MLflow parent run> --deploy` (Ray Serve vLLM app,
-# blue/green, a streaming chat completion through the Serve proxy before staging moves), then the same
-# with --rollback. Writes /tmp/st-out/NAME/deploy.log and deploy.json (served_on_gpu: whether the deploy
-# CLI reported success), and stops Ray.
+# DEVICE, after scripts/h200/tuner_run.sh's study NAME ended (its folder /tmp/st-out/NAME holds state.json
+# and mlflow.db): serve it on the GPUs through servetune's own promotion CLI, then roll back.
+#   1. ray start --head (dashboard REST on 127.0.0.1:8265; Serve HTTP on 127.0.0.1:8000 when first deployed)
+#   2. python -m tuner.promote --study-run RUN --trial baseline --deploy   the engine defaults as staging
+#      (blue-green: side app + streaming chat smoke test, then staging + smoke test + canary load)
+#   3. python -m tuner.promote --study-run RUN --deploy                    the study's winner replaces it:
+#      smoke test, then a canary load (tuner.load, the study's workload and SLA, CANARY_FRACTION of the
+#      confirmed capacity for CANARY_S seconds); a missed canary puts the defaults back and exits 1
+#   4. python -m tuner.promote --rollback NAME-config                      staging back to the defaults
+#   5. the failover router demo (FAILOVER=1 and a second study SECONDARY, e.g. the SGLang one): both
+#      promoted configs behind serve_apps.failover, the primary's replica killed, traffic moves
+# Runs detached (its own session: a device command lasts at most 10 minutes; engine starts are minutes
+# each), unless FOREGROUND=1. Output: /tmp/st-out/NAME/deploy.log, deploy.json (exit codes, canary
+# figures, served_on_gpu). Stops the Ray it started at the end.
 # usage: bash scripts/h200/promote_deploy.sh NAME [TIMEOUT_S]
+#        env: CANARY_S (60) CANARY_RATE (default: the study's load_fraction x capacity) FAILOVER SECONDARY
 set -u
-NAME=$1; TMO=${2:-420}
+NAME=$1; TMO=${2:-900}
 SITE=${SITE:-/tmp/servetune-site}
-D=/tmp/st-out/$NAME; URI=sqlite:///$D/mlflow.db; LOG=$D/deploy.log
-cd /tmp/st
+D=/tmp/st-out/$NAME; LOG=$D/deploy.log
+[ -f "$D/state.json" ] || { echo "error: $D/state.json missing: run scripts/h200/tuner_run.sh for $NAME first" >&2; exit 2; }
+if [ "${FOREGROUND:-0}" != 1 ]; then
+  FOREGROUND=1 setsid bash "$0" "$@" < /dev/null > /dev/null 2>&1 &
+  echo "started promote_deploy for $NAME (pid $!) at $(date +%T); follow: tail -f $LOG; result: $D/deploy.json"
+  exit 0
+fi
+cd /tmp/st  # the study's relative model path (.gpu/model) resolves here, for the CLI and Ray's workers
 export PYTHONPATH=/tmp/st:$SITE RAY_USAGE_STATS_ENABLED=0 PYTHONUNBUFFERED=1
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export RAY_DASHBOARD_ADDRESS=http://127.0.0.1:8265
+URI=$(python3 -c "import json; print(json.load(open('$D/state.json'))['tracking_uri'])")
+RUN=$(python3 -c "import json; print(json.load(open('$D/state.json'))['parent_run_id'])")
+CANARY=(--canary-seconds "${CANARY_S:-60}")
+[ -n "${CANARY_RATE:-}" ] && CANARY+=(--canary-rate "$CANARY_RATE")
 t0=$(date +%s.%N)
-python3 -m ray.scripts.scripts start --head --dashboard-host 127.0.0.1 --disable-usage-stats > "$LOG" 2>&1
-RUN=$(python3 -c "
-import mlflow, sys
-c = mlflow.MlflowClient('$URI')
-e = c.get_experiment_by_name('$NAME')
-runs = c.search_runs([e.experiment_id], \"tags.servetune.kind = 'study'\", order_by=['attributes.start_time DESC'])
-print(runs[0].info.run_id)")
-echo "study run: $RUN" | tee -a "$LOG"
-timeout "$TMO" python3 -m tuner.promote --study-run "$RUN" --mlflow-uri "$URI" --deploy --output "$D/promote" \
-  --timeout $(( TMO - 30 )) 2>&1 | tee -a "$LOG"
-rc=${PIPESTATUS[0]}
+{ echo "== $(date -u +%T) ray start"; python3 -m ray.scripts.scripts start --head --dashboard-host 127.0.0.1 \
+    --disable-usage-stats; } > "$LOG" 2>&1
+echo "study run: $RUN  store: $URI" >> "$LOG"
+step() {  # step LABEL ARGS...: one tuner.promote command, its exit code in $rc
+  local label=$1; shift
+  echo "== $(date -u +%T) $label: python -m tuner.promote $*" >> "$LOG"
+  timeout "$TMO" python3 -m tuner.promote --mlflow-uri "$URI" --timeout $(( TMO - 60 )) "$@" >> "$LOG" 2>&1
+  rc=$?; echo "== $(date -u +%T) $label exit $rc" >> "$LOG"
+}
+step baseline --study-run "$RUN" --trial baseline --deploy --output "$D/promote-baseline" "${CANARY[@]}"; rb0=$rc
+step winner --study-run "$RUN" --deploy --output "$D/promote" "${CANARY[@]}"; rw=$rc
 t1=$(date +%s.%N)
-served=false; grep -q "^deployed:" "$LOG" && [ "$rc" = 0 ] && served=true
-rb=null
-if [ "$served" = true ]; then
-  timeout 180 python3 -m tuner.promote --rollback "$NAME-config" --mlflow-uri "$URI" 2>&1 | tee -a "$LOG"
-  rb=${PIPESTATUS[0]}
+rr=null
+[ "$rw" = 0 ] && { step rollback --rollback "$NAME-config"; rr=$rc; }
+fo=null
+if [ "${FAILOVER:-0}" = 1 ] && [ -n "${SECONDARY:-}" ]; then
+  S=/tmp/st-out/$SECONDARY
+  echo "== $(date -u +%T) failover: primary $D/promoted.yaml, secondary $S/promoted.yaml" >> "$LOG"
+  timeout "$TMO" python3 -m tuner.promote.failover --primary "$D/promoted.yaml" --secondary "$S/promoted.yaml" \
+    --exclusive --kill-primary --requests 3 --timeout $(( TMO - 60 )) >> "$LOG" 2>&1
+  fo=$?; echo "== $(date -u +%T) failover exit $fo" >> "$LOG"
 fi
-echo "{\"served_on_gpu\": $served, \"deploy_exit_code\": $rc, \"rollback_exit_code\": $rb, \"start_epoch\": $t0, \"end_epoch\": $t1}" > "$D/deploy.json"
-cat "$D/deploy.json"
+served=false; [ "$rw" = 0 ] && served=true  # the winner streamed chat and passed its canary on the GPU
+canary=$(python3 -c "
+import json, pathlib
+p = pathlib.Path('$D/promote/promotion.json')
+print(json.dumps(json.loads(p.read_text()).get('canary') if p.exists() else None))")
+cat > "$D/deploy.json" <<EOF
+{"served_on_gpu": $served, "baseline_exit_code": $rb0, "deploy_exit_code": $rw, "rollback_exit_code": $rr,
+ "failover_exit_code": $fo, "start_epoch": $t0, "deployed_epoch": $t1, "end_epoch": $(date +%s.%N),
+ "canary": $canary}
+EOF
 python3 -m ray.scripts.scripts stop --force >> "$LOG" 2>&1

@@ -205,6 +205,29 @@ def test_failover_router_sends_traffic_to_the_secondary_when_the_primary_fails(c
         admin.apply({k: v for k, v in admin.declared_apps().items() if not k.startswith("ha")})
 
 
+def test_failover_command_moves_traffic_when_the_primary_engine_is_killed(cluster: ServeCluster, tmp_path: Path,
+                                                                          mlflow_uri: str) -> None:
+    """`python -m tuner.promote.failover` on two promoted.yaml files (sim vLLM- and SGLang-flavour apps):
+    the primary answers, its engine process is killed, the router sends the next requests to the secondary."""
+    files = []
+    for flavour, trial in (("vllm", make_trial(0, 3000, 300, max_num_seqs=16)), ("sglang", make_trial(1, 2500, 250))):
+        if flavour == "sglang":
+            trial.args = {"max_running_requests": 24}
+        study = make_study(f"fo-{flavour}", sim={"flavour": flavour, "gpu": "H200", "mode": "server",
+                                                 "time_scale": 50.0}, promotion={"confirm_runs": 0, "top_k": 1})
+        result = promote_study(study, [trial], output_dir=tmp_path / flavour, tracking_uri=mlflow_uri,
+                               parent_run_id=None, confirm=None, set_alias=False)
+        files.append(str(result.serve_config))
+    proc = cluster.cli(sys.executable, "-m", "tuner.promote.failover", "--primary", files[0], "--secondary", files[1],
+                       "--name", "fo", "--route", "/fo", "--requests", "2", "--kill-primary", "--timeout", "300")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout
+    assert "before #1: answered by primary" in out and "before #2: answered by primary" in out, out
+    assert "after kill #1: answered by secondary" in out and "after kill #2: answered by secondary" in out, out
+    assert "ok: traffic moved to the secondary" in out, out
+    assert not any(k.startswith("fo") for k in cluster.admin().declared_apps())  # removed at the end
+
+
 def test_a_config_that_cannot_start_is_rejected_with_the_engines_words(cluster: ServeCluster, staged: str) -> None:
     before = _serving(cluster)
     bad = make_study("life", sim={"flavour": "vllm", "gpu": "H200", "mode": "server",

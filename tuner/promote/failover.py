@@ -128,7 +128,7 @@ def _show(args: argparse.Namespace, admin: Any, primary: dict[str, Any], seconda
     report: dict[str, Any] = {"before": [b.get("backend") or b.get("error") for b in before]}
     if args.kill_primary:
         killed = kill_replicas(admin, apps[0]["name"])
-        print(f"killed the primary's replica process(es): {', '.join(map(str, killed)) or 'none found'}")
+        print(f"killed the primary's engine process(es): {', '.join(map(str, killed)) or 'none found'}")
         after = _stream_n(base, args.route, model, args.requests, "after kill")
         report["killed_pids"] = killed
         report["after"] = [b.get("backend") or b.get("error") for b in after]
@@ -167,7 +167,10 @@ def _stream_n(base: str, route: str, model: str, n: int, when: str) -> list[dict
 
 
 def kill_replicas(admin: Any, app_name: str) -> list[int]:
-    """SIGKILL every running replica process of `app_name` on this host (as an engine crash would end it).
+    """SIGKILL the engine processes of every running replica of `app_name` on this host, as an engine
+    crash ends them (the replica's child processes: the sim server, vLLM's engine core; the replica
+    itself when the engine runs inside it). The replica then answers 5xx until Serve's health check
+    replaces it; killing the replica process instead would make Serve queue requests for the new one.
     Replicas on other nodes are named and skipped."""
     local = {"127.0.0.1", "localhost", socket.gethostname()}
     try:
@@ -184,12 +187,31 @@ def kill_replicas(admin: Any, app_name: str) -> list[int]:
             if ip and ip not in local and not _own_ip(ip):
                 print(f"  replica {rep.get('replica_id')} runs on {ip}, not here: not killed")
                 continue
-            try:
-                os.kill(int(pid), signal.SIGKILL)
-                killed.append(int(pid))
-            except ProcessLookupError:
-                pass
+            for victim in _descendants(int(pid)) or [int(pid)]:
+                try:
+                    os.kill(victim, signal.SIGKILL)
+                    killed.append(victim)
+                except ProcessLookupError:
+                    pass
     return killed
+
+
+def _descendants(pid: int) -> list[int]:
+    """Live descendants of `pid`, from /proc (Linux)."""
+    parent_of: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            parent_of[int(entry)] = int(stat[stat.rfind(")") + 2:].split()[1])
+    out, frontier = [], [pid]
+    while frontier:
+        kids = [c for c, pp in parent_of.items() if pp == frontier.pop()]
+        out += kids
+        frontier += kids
+    return out
 
 
 def _own_ip(ip: str) -> bool:
