@@ -208,7 +208,8 @@ def _descendants(pid: int) -> list[int]:
             parent_of[int(entry)] = int(stat[stat.rfind(")") + 2:].split()[1])
     out, frontier = [], [pid]
     while frontier:
-        kids = [c for c, pp in parent_of.items() if pp == frontier.pop()]
+        parent = frontier.pop()
+        kids = [c for c, pp in parent_of.items() if pp == parent]
         out += kids
         frontier += kids
     return out
