@@ -5,8 +5,8 @@ asks for a software receive timestamp (`SO_TIMESTAMPNS`), and each read is a `re
 control message carries the time the kernel received the last packet of that read. A token's
 time then no longer depends on when the event loop got round to its socket: when the server
 writes N streams at once, the last of them is not stamped N reads later, and neither a busy loop
-nor a descheduled process moves it. The kernel stamps CLOCK_REALTIME; `KernelClock` maps it onto
-`perf_counter` (CLOCK_MONOTONIC) with an offset measured at start and again at the end (drift).
+nor a descheduled process moves it. The kernel stamps CLOCK_REALTIME; tuner.load.rxclock maps it
+onto `perf_counter` (CLOCK_MONOTONIC) with an offset measured at start and again at the end.
 
 One read can hold several server writes (the loop came late and bytes piled up): they get the
 read's one time, the last packet's. Each read therefore also reports its span: its bytes arrived
@@ -27,27 +27,22 @@ answering is retried once on a new connection (keep-alive race).
 from __future__ import annotations
 
 import asyncio
-import platform
 import socket
 import ssl as _ssl
 import struct
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 from urllib.parse import urlsplit
 
+from tuner.load.rxclock import ANC_SIZE as _ANC
+from tuner.load.rxclock import KERNEL_STAMPS, SO_TIMESTAMPNS, KernelClock, prime_stamps
+
 OnBody = Callable[[bytes, float, float], None]  # (bytes, arrival perf_counter, span: how much earlier they may have come)
 MAX_ERROR_BODY = 64 * 1024
 READ_SIZE = 256 * 1024
 _perf = time.perf_counter
-# SO_TIMESTAMPNS (SCM_TIMESTAMPNS) is 35 where Linux uses the generic socket numbers; not in Python's socket module
-SO_TIMESTAMPNS = 35
-_GENERIC_ARCH = {"x86_64", "amd64", "i386", "i686", "aarch64", "arm64", "armv7l", "armv8l", "riscv64", "ppc64le",
-                 "ppc64", "s390x", "loongarch64"}
-KERNEL_STAMPS = sys.platform.startswith("linux") and platform.machine().lower() in _GENERIC_ARCH
-_ANC = socket.CMSG_SPACE(16) if hasattr(socket, "CMSG_SPACE") else 0
 _TS = struct.Struct("qq")
 Clock = Literal["auto", "user"]
 
@@ -66,63 +61,6 @@ class Response:
     headers: dict[str, str] = field(default_factory=dict)
     body: bytes = b""  # the whole body when no `on_body` consumer was given (capped for errors)
     first_byte_s: float | None = None  # perf_counter of the first read of this response
-
-
-class KernelClock:
-    """CLOCK_REALTIME nanoseconds (kernel stamps) to perf_counter seconds: offset = realtime - monotonic,
-    taken from the tightest of a few bracketing reads. Both clocks are slewed alike by NTP; only a
-    step of the wall clock moves the offset, and `remeasure` shows it."""
-
-    def __init__(self) -> None:
-        self.offset_ns, self.width_ns = self._measure()
-        self.first_ns = self.offset_ns
-
-    @staticmethod
-    def _measure() -> tuple[int, int]:
-        best = (0, 1 << 62)
-        rt, mono = time.CLOCK_REALTIME, time.perf_counter_ns
-        for _ in range(25):
-            a = time.clock_gettime_ns(rt)
-            m = mono()
-            b = time.clock_gettime_ns(rt)
-            if b - a < best[1]:
-                best = ((a + b) // 2 - m, b - a)
-        return best
-
-    def remeasure(self) -> float:
-        """Measure again; the change since start, in seconds (what a wall-clock step did to the stamps)."""
-        off, width = self._measure()
-        self.width_ns = max(self.width_ns, width)
-        drift = (off - self.first_ns) * 1e-9
-        self.offset_ns = off
-        return drift
-
-    @property
-    def uncertainty_s(self) -> float:
-        return self.width_ns * 0.5e-9
-
-
-def prime_stamps(timeout_s: float = 0.5) -> socket.socket | None:
-    """Turn kernel receive stamps on and wait until they flow. Linux switches stamping on for the
-    whole system in deferred work after the first socket asks, so the first packets after that can
-    come unstamped; a UDP socket sending to itself shows when stamps arrive. Kept open (returned)
-    while the client lives, it keeps them on. None when no stamp came in time."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
-        sock.bind(("127.0.0.1", 0))
-        sock.settimeout(timeout_s)
-        end = _perf() + timeout_s
-        while _perf() < end:
-            sock.sendto(b"x", sock.getsockname())
-            _, anc, _, _ = sock.recvmsg(16, _ANC)
-            if any(kind == SO_TIMESTAMPNS for _, kind, _ in anc):
-                return sock
-            time.sleep(0.002)
-    except OSError:
-        pass
-    sock.close()
-    return None
 
 
 class _Reads:
