@@ -12,7 +12,7 @@ import pytest
 
 from tuner.load.http1 import KERNEL_STAMPS
 from tuner.load.metrics import summarize
-from tuner.load.ruler import attach, warning
+from tuner.load.ruler import Ruler, attach, warning
 from tuner.load.target import HttpTarget
 from tuner.load.workload import generate
 from tuner.spec.load import validate
@@ -90,3 +90,28 @@ def test_ruler_sees_a_stalled_event_loop_and_flags_the_run(fake_server: Callable
     plain = summarize(records)
     attach(plain, target.last_client, parse_sla("error_rate<=0.1"))
     assert "client_suspect" not in plain and plain["client_error_ms"] == summary["client_error_ms"]
+
+
+def test_error_bar_from_kernel_stamps_adds_send_gap_read_bound_and_clock() -> None:
+    """With every read kernel-stamped the error bar is send gap P99 + the P99 of the shared-read
+    bound over all token stamps + the clock map's error; with some user-stamped reads it is never
+    below the loop lag; without kernel stamps it is the loop lag."""
+    r = Ruler()
+    r.gaps[:] = [0.004] * 100  # loop lag 4 ms
+    r.send_gaps[:] = [20e-6] * 100
+    r.tokens = 1000
+    r.shared[:] = [(5, 0.030), (4, 0.010)]  # 9 of 1000 token stamps shared a read: under the P99
+    r.kernel_share, r.clock_uncertainty_s, r.clock_drift_s = 1.0, 1e-6, -2e-6
+    s = r.summary()
+    assert s["p99_client_rx_bound_ms"] == 0.0 and s["client_shared_tokens"] == pytest.approx(0.009)
+    assert s["client_clock_error_ms"] == pytest.approx(0.003)
+    assert s["client_error_ms"] == pytest.approx(0.020 + 0.003)
+    r.shared.append((6, 0.020))  # 15 of 1000: the 10 highest bounds reach into the 20 ms read
+    assert r.summary()["p99_client_rx_bound_ms"] == pytest.approx(20.0)
+    assert r.summary()["client_error_ms"] == pytest.approx(20.023)
+    r.kernel_share = 0.5
+    r.shared.clear()
+    assert r.summary()["client_error_ms"] == pytest.approx(4.0)
+    r.kernel_share = 0.0
+    r.gaps[:] = [0.0001] * 100
+    assert r.summary()["client_error_ms"] == pytest.approx(0.1)

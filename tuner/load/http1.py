@@ -27,6 +27,7 @@ answering is retried once on a new connection (keep-alive race).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import ssl as _ssl
 import struct
@@ -404,7 +405,8 @@ class Client:
             try:
                 sock.setblocking(False)
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+                with contextlib.suppress(OSError):  # refused (a sandboxed kernel): reads get user-space stamps
+                    sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
                 await loop.sock_connect(sock, addr)
             except OSError as exc:
                 sock.close()
