@@ -54,3 +54,25 @@ def test_stops_when_the_sla_breaks_below_the_incumbents_capacity() -> None:
     with pytest.raises(StopTrial) as info:
         hook({**_pt(1100, 1800), "load": 8.0})  # capacity < 8 < 12: cannot win
     assert "capacity" in info.value.reason and info.value.lower == 300
+
+
+def test_a_point_stopped_early_bounds_nothing_and_a_met_point_near_the_incumbent_goes_on() -> None:
+    """On the H200 (dynamic mix, FP8 + 2048 tokens a step): 12 req/s met the SLA at 3,370 tok/s against
+    the incumbent's 3,336, then 16 req/s was stopped early by the TTFT rule after a few seconds (1,051
+    tok/s measured). The old rule took 1,051 as the trial's upper bound and stopped it, so the study's
+    winner lost its bisection point and its per-request records."""
+
+    class Point:
+        def __init__(self, summary: dict[str, float], stopped_early: str | None = None) -> None:
+            self.summary, self.stopped_early = summary, stopped_early
+
+    hook = RungStop(incumbent=3336.0, sla=SLA, incumbent_load=12.0)
+    hook(Point({**_pt(1700, 300), "load": 6.0}))
+    hook(Point({**_pt(3370, 700), "load": 12.0}))
+    hook(Point({**_pt(1051, 2500), "load": 16.0}, stopped_early="sla: 5 of 480 requests already over"))
+    assert hook.upper is None and hook.lower == 3370
+    cut = RungStop(incumbent=3336.0, sla=SLA)
+    cut(Point(_pt(900, 300)))
+    cut(Point(_pt(1051, 2500), stopped_early="sla: over"))  # no bound from it: keep measuring
+    with pytest.raises(StopTrial):
+        cut(Point(_pt(1200, 1500)))  # a full point over the SLA at 1,200: cannot reach 3,336
