@@ -28,9 +28,10 @@ RULES: dict[str, Trim] = {t.name: t for t in (
          "import is wrapped in suppress(ImportError) and only MoE models call it; vllm-rs runs only with "
          "VLLM_USE_RUST_FRONTEND; DeepGEMM is used only when VLLM_USE_DEEP_GEMM and block-FP8 weights; "
          "fmha_sm100 is Blackwell-only. Not for MoE models, block-quantised FP8 checkpoints or SM100 GPUs"),
-    Trim("ray-local", ("ray/jars", "ray/rllib", "ray/dashboard/client", "ray/llm"),
-         "Java workers (jars), RLlib and Ray LLM are separate libraries servetune never imports; "
-         "dashboard/client is the web UI's static build, only sent to a browser that opens the dashboard"),
+    Trim("ray-local", ("ray/jars", "ray/rllib"),
+         "Java workers (jars) and RLlib are separate libraries servetune never imports. Kept, found on the "
+         "H200 (round 3): ray/llm (the promoted apps are Ray Serve LLM apps) and dashboard/client (without "
+         "its build folder `ray start --head` runs no dashboard, so there is no REST API for Serve deploys)"),
     Trim("static-libs", ("**/*.a",),
          "static archives (.a) are inputs to a C/C++ linker; the Python import system and dlopen never read "
          "them (xgrammar ships a 65 MB one for C++ users)"),
