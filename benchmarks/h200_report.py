@@ -25,6 +25,31 @@ import pyarrow.parquet as pq
 import yaml
 
 TESTS = ("static", "dynamic", "mixed")
+SPEC_TBPS = 4.8  # H200 HBM3e, vendor datasheet
+# Qwen3-8B: bytes one decode step streams (the embedding table is gathered, not streamed); FP8 (vLLM's online
+# per-tensor quantisation) stores the 36 layers' linear weights in 1 byte, norms and lm_head stay bf16.
+_LINEAR = 36 * (4096 * 4096 * 2 + 4096 * 1024 * 2 + 3 * 4096 * 12288)
+_OTHER = 36 * (2 * 4096 + 2 * 128) + 4096 + 151936 * 4096
+_KV_TOKEN = 36 * 8 * 128 * 2  # elements of K and V per token
+
+
+def decode_bandwidth(records: Path, fp8_weights: bool, fp8_kv: bool) -> dict[str, float]:
+    """Memory bandwidth the decode steps of one load point used, from its per-request records: B = mean
+    requests in decode (decode time / window), C = their mean context (prompt + half the output); a step
+    reads the weights once plus B*C tokens of KV; steps/s = decode tokens/s / B. Prefill shares the steps,
+    so this is a lower bound on what the decode kernels themselves reach."""
+    rows = [r for r in pq.read_table(records).to_pylist() if not r["warmup"] and r["error"] is None
+            and r["first_token_s"] is not None and r["done_s"] is not None]
+    window = max(r["done_s"] for r in rows) - min(r["sent_s"] for r in rows)
+    dec = [(r["done_s"] - r["first_token_s"], r["input_len"] + r["output_tokens"] / 2, r["output_tokens"]) for r in rows]
+    busy = sum(d for d, _, _ in dec)
+    b, ctx = busy / window, sum(d * c for d, c, _ in dec) / busy
+    tok_s = sum(max(n - 1, 0) for _, _, n in dec) / window
+    weights = _LINEAR * (1 if fp8_weights else 2) + _OTHER * 2
+    step = weights + b * ctx * _KV_TOKEN * (1 if fp8_kv else 2)
+    tbps = step * tok_s / b / 1e12
+    return {"batch": b, "context": ctx, "decode_tok_s": tok_s, "step_gb": step / 1e9, "tbps": tbps,
+            "share": tbps / SPEC_TBPS}
 
 
 def load_study(folder: Path) -> dict | None:
@@ -105,6 +130,13 @@ def summarize(s: dict) -> dict:
         st, wall = sum(x for x, _ in starts), sum(w for _, w in starts)
         print(f"server start: {st:.0f} s of {wall:.0f} s of trial time ({100 * st / wall:.0f}%), per trial "
               + ", ".join(f"{x:.0f}/{w:.0f} s" for x, w in starts))
+    for f in sorted(s["folder"].glob("requests_*.parquet")):
+        args = json.loads((best if f.stem == "requests_winner" and best else base or {}).get("args_json") or "{}") \
+            if f.stem in ("requests_winner", "requests_baseline") else {"quantization": "fp8", "kv_cache_dtype": "fp8"}
+        bw = decode_bandwidth(f, "fp8" in str(args.get("quantization")), "fp8" in str(args.get("kv_cache_dtype")))
+        print(f"decode bandwidth ({f.name}, the point it recorded): {bw['tbps']:.2f} TB/s = {100 * bw['share']:.0f}% of "
+              f"{SPEC_TBPS} TB/s (mean decode batch {bw['batch']:.0f}, context {bw['context']:.0f} tokens, "
+              f"{bw['decode_tok_s']:,.0f} decode tok/s, {bw['step_gb']:.1f} GB a step)")
     d = s["deploy"]
     if d:
         print("deploy on the GPU: " + ", ".join(f"{k}={v}" for k, v in d.items() if not k.endswith("_epoch")))
