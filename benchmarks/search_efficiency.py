@@ -40,14 +40,12 @@ import optuna
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.search_grid import FLAT, Grid  # noqa: E402
 from tuner.search.ask_tell import TrialReport  # noqa: E402
-from tuner.search.feasibility import config_key  # noqa: E402
-from tuner.search.prescreen import simulate  # noqa: E402
 from tuner.search.searcher import SearchCore, make_sampler  # noqa: E402
 from tuner.search.space import Space, build_space  # noqa: E402
 from tuner.spec.load import load_yaml, validate  # noqa: E402
 from tuner.spec.study import Study  # noqa: E402
-from tuner.trial.outcome import TrialOutcome  # noqa: E402
 
 CHECKPOINTS = (10, 20, 30)
 WORKLOADS = {"static": ("static-levers.yaml", None), "dynamic": ("default.yaml", None),
@@ -56,28 +54,17 @@ ALLOW = ["fp8_weights", "fp8_kv_cache"]
 
 
 class Oracle:
-    """Scores configs on the simulator once each (cache keyed by the launched config with defaults)."""
+    """The benchmark landscape: a config snapped onto the grid (nearest levels, flat knobs at default),
+    scored from the grid's table (tuner.search grid: benchmarks/search_grid.py)."""
 
-    def __init__(self, study: Study, space: Space) -> None:
-        self.study, self.space = study, space
-        self.cache: dict[tuple[str, str], TrialReport] = {}
-        self.sim_s = 0.0
+    def __init__(self, grid: Grid, space: Space) -> None:
+        self.grid, self.grid_space = grid, space
 
     def score(self, engine: str, args: dict[str, Any]) -> TrialReport:
-        sp = self.space.engines[engine]
-        key = config_key(engine, {**sp.defaults(), **args})
-        if key not in self.cache:
-            t0 = time.perf_counter()
-            res = simulate(self.study, sp.flavour, args)
-            self.cache[key] = TrialReport(res.outcome, objective=res.objective, latency=res.latency,
-                                          capacity=res.capacity, violations=res.violations, reason=res.reason,
-                                          metrics=res.metrics, points=res.points)  # load points dropped
-            self.sim_s += time.perf_counter() - t0
-        return self.cache[key]
+        return self.grid.report(self.grid.point(args))
 
-    def best(self) -> float:
-        return max((r.objective for r in self.cache.values()
-                    if r.outcome is TrialOutcome.OK and r.objective is not None), default=float("nan"))
+    def value(self, args: dict[str, Any]) -> float | None:
+        return self.grid.value(self.grid.point(args))[0]
 
 
 def load_study(workload: str, seed: int, trials: int, a: argparse.Namespace) -> Study:
@@ -100,50 +87,47 @@ def load_study(workload: str, seed: int, trials: int, a: argparse.Namespace) -> 
     return validate(Study, data, str(path))
 
 
+METHODS = ("tpe", "tpe-mv", "tpe-mv5", "random", "qmc", "cmaes", "nsga2")
+
+
 def sampler_for(method: str, study: Study, space: Space, seed: int) -> optuna.samplers.BaseSampler:
+    """Optuna's samplers, each seeded; `tpe` is whatever servetune's make_sampler builds for the study."""
+    n0 = study.search.n_startup_trials
     if method == "tpe":
         return make_sampler(study.model_copy(update={"seed": seed}), space)
-    if method == "tpe-mv":
-        return optuna.samplers.TPESampler(seed=seed, n_startup_trials=study.search.n_startup_trials,
+    if method in ("tpe-mv", "tpe-mv5"):
+        return optuna.samplers.TPESampler(seed=seed, n_startup_trials=5 if method == "tpe-mv5" else n0,
                                           multivariate=True, group=True, constant_liar=True)
     if method == "random":
         return optuna.samplers.RandomSampler(seed=seed)
-    raise SystemExit(f"unknown method {method!r} | fix: --methods from tpe, tpe-mv, random")
+    if method == "qmc":  # scrambled Sobol over the numeric knobs; categoricals drawn independently
+        return optuna.samplers.QMCSampler(qmc_type="sobol", scramble=True, seed=seed,
+                                          warn_independent_sampling=False)
+    if method == "cmaes":  # CMA-ES (with margin, for integers) on the numeric knobs; categoricals random
+        return optuna.samplers.CmaEsSampler(seed=seed, n_startup_trials=n0, with_margin=True,
+                                            warn_independent_sampling=False)
+    if method == "nsga2":
+        return optuna.samplers.NSGAIISampler(seed=seed, population_size=max(4, min(20, 30 // 3)))
+    raise SystemExit(f"unknown method {method!r} | fix: --methods from {', '.join(METHODS)}")
 
 
 def run_search(oracle: Oracle, study: Study, sampler: optuna.samplers.BaseSampler, trials: int,
                seed: int) -> dict[str, Any]:
     """One search of `trials` launched configs, `max_concurrent` at a time; best objective after each."""
-    core = SearchCore(study.model_copy(update={"seed": seed}), oracle.space, sampler=sampler)
+    core = SearchCore(study.model_copy(update={"seed": seed}), oracle.grid_space, sampler=sampler)
     best_by_n: list[float | None] = []
-    best: dict[str, Any] | None = None
-    baseline_cap: float | None = None
+    best: float | None = None
     while len(best_by_n) < trials:
         batch = core.ask_batch(min(study.budget.max_concurrent, trials - len(best_by_n)))
         if not batch:
             break
         for cfg in batch:
-            res = oracle.score(cfg.engine, cfg.args)
-            core.tell(cfg.number, res)
-            if cfg.baseline:
-                baseline_cap = res.capacity
-            if res.outcome is TrialOutcome.OK and res.objective is not None and \
-                    (best is None or res.objective > best["objective"]):
-                best = {"objective": res.objective, "args": cfg.args, "capacity": res.capacity}
-            best_by_n.append(best["objective"] if best else None)
-    return {"best_by_n": best_by_n, "best": best, "baseline_capacity": baseline_cap,
-            "rejected": len(core.rejected), "duplicates": core.duplicates}
-
-
-def reference_sample(oracle: Oracle, study: Study, n: int) -> None:
-    """Score `n` random configs of the space (seed 10_000: apart from every search seed)."""
-    core = SearchCore(study.model_copy(update={"seed": 10_000}), oracle.space,
-                      sampler=optuna.samplers.RandomSampler(seed=10_000))
-    for _ in range(n):
-        cfg = core.ask()
-        if cfg is None:
-            break
-        core.tell(cfg.number, oracle.score(cfg.engine, cfg.args))
+            core.tell(cfg.number, oracle.score(cfg.engine, cfg.args))
+            v = oracle.value(cfg.args)
+            if v is not None and (best is None or v > best):
+                best = v
+            best_by_n.append(best)
+    return {"best_by_n": best_by_n, "best": best}
 
 
 def at(run: dict[str, Any], c: int, opt: float) -> float:
@@ -152,44 +136,41 @@ def at(run: dict[str, Any], c: int, opt: float) -> float:
     return (v or 0.0) / opt
 
 
-def workload_report(name: str, runs: dict[str, list[dict[str, Any]]], opt: float, n_ref: int,
-                    n_cache: int) -> dict[str, Any]:
-    print(f"[{name}] reference optimum {opt:.1f} (best of {n_ref} random configs and every searched config; "
-          f"{n_cache} distinct configs scored)")
+def paired(a: list[float], b: list[float]) -> tuple[float, float]:
+    """Mean of the per-seed differences and its standard error."""
+    d = [x - y for x, y in zip(a, b, strict=True)]
+    return statistics.mean(d), (statistics.stdev(d) / math.sqrt(len(d)) if len(d) > 1 else float("nan"))
+
+
+def workload_report(name: str, runs: dict[str, list[dict[str, Any]]], opt: float, default: float) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for method, rs in runs.items():
         ratios = {c: [at(r, c, opt) for r in rs] for c in CHECKPOINTS}
         med = {c: statistics.median(v) for c, v in ratios.items()}
         hits = sum(x >= 0.95 for x in ratios[30])
-        caps = [r["best"]["capacity"] for r in rs if r["best"] and r["best"]["capacity"]]
-        base = next((r["baseline_capacity"] for r in rs if r["baseline_capacity"]), None)
-        tuned = statistics.median(caps) / base if caps and base else float("nan")
+        bests = [r["best"] for r in rs if r["best"]]
+        tuned = statistics.median(bests) / default if bests and default else float("nan")
         out[method] = {"ratios": ratios, "hits": hits, "tuned": tuned}
-        print(f"[{name}] {method:>6} median @10/@20/@30 = " + "/".join(f"{med[c]:.3f}" for c in CHECKPOINTS)
-              + "  mean = " + "/".join(f"{statistics.mean(ratios[c]):.3f}" for c in CHECKPOINTS)
-              + f"  hits>=95% at 30: {hits}/{len(rs)}  tuned/default capacity {tuned:.3f}"
-              + f"  @20 per seed: {' '.join(f'{x:.2f}' for x in ratios[20])}")
-    if "random" in out:
-        for method in out:
-            if method == "random":
-                continue
-            d = [x - y for x, y in zip(out[method]["ratios"][20], out["random"]["ratios"][20], strict=True)]
-            se = statistics.stdev(d) / math.sqrt(len(d)) if len(d) > 1 else float("nan")
-            print(f"[{name}] {method} - random at 20, paired over seeds: {statistics.mean(d):+.3f} "
-                  f"+- {2 * se:.3f} (2 SE)")
+        line = (f"[{name}] {method:>7} median @10/@20/@30 = " + "/".join(f"{med[c]:.3f}" for c in CHECKPOINTS)
+                + "  mean = " + "/".join(f"{statistics.mean(ratios[c]):.3f}" for c in CHECKPOINTS)
+                + f"  hits>=95%@30 {hits}/{len(rs)}")
+        if "random" in runs and method != "random":
+            diffs = [paired(ratios[c], [at(r, c, opt) for r in runs["random"]]) for c in CHECKPOINTS]
+            line += "  -random @10/@20/@30: " + " ".join(f"{m:+.3f}+-{se:.3f}" for m, se in diffs)
+        print(line)
     return out
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--workloads", default="static,dynamic,mixed")
-    ap.add_argument("--methods", default="tpe,tpe-mv,random")
+    ap.add_argument("--methods", default=",".join(METHODS), help="the first is the one the last line reports")
     ap.add_argument("--seeds", type=int, default=10)
     ap.add_argument("--trials", type=int, default=30)
-    ap.add_argument("--ref-sample", type=int, default=150, help="random configs scored for the reference optimum")
-    ap.add_argument("--requests-per-point", type=int, default=100, help="dynamic/mixed load points (study: 300)")
-    ap.add_argument("--duration-s", type=float, default=10.0, help="static load points (study: 30 s)")
-    ap.add_argument("--max-points", type=int, default=None, help="load points per capacity search (study: 8)")
+    ap.add_argument("--requests-per-point", type=int, default=60, help="dynamic/mixed load points (study: 300)")
+    ap.add_argument("--duration-s", type=float, default=6.0, help="static load points (study: 30 s)")
+    ap.add_argument("--max-points", type=int, default=6, help="load points per capacity search (study: 8)")
+    ap.add_argument("--screen-only", action="store_true", help="screen and size the grids, search nothing")
     ap.add_argument("--save", type=Path, default=None, help="pickle the per-workload results here")
     ap.add_argument("--combine", default=None, help="only print the summary of these --save files (comma list): "
                     "workloads run as parallel processes")
@@ -207,17 +188,33 @@ def main() -> None:
         t0 = time.perf_counter()
         study = load_study(wl, 0, a.trials, a)
         space = build_space(study, ROOT / "studies")
-        oracle = Oracle(study, space)
-        reference_sample(oracle, study, a.ref_sample)
+        sp = space.engines[study.engine_names[0]]
+        grid = Grid(wl, study, sp, {"rpp": a.requests_per_point, "dur": a.duration_s, "mp": a.max_points})
+        eff = grid.screen()
+        flat = grid.flat()
+        print(f"[{wl}] screen ({len(grid.table)} configs): largest relative effect per knob: "
+              + ", ".join(f"{k}={v:.3f}" for k, v in sorted(eff.items(), key=lambda kv: -kv[1]))
+              + f"; flat (< {FLAT:.0%}, held at default): {', '.join(flat) or 'none'}; grid {grid.size()} "
+              f"combinations [{time.perf_counter() - t0:.0f} s]", flush=True)
+        if a.screen_only:
+            continue
+        opt, opt_cfg, n = grid.enumerate()
+        default = grid.value(grid.defaults())[0] or float("nan")
+        print(f"[{wl}] grid optimum {opt:.1f} (objective at interpolated SLA capacity) over {n} distinct configs; "
+              f"engine defaults {default:.1f}; optimum: "
+              + ", ".join(f"{k}={v}" for k, v in opt_cfg.items() if v != sp.params[k].default), flush=True)
+        oracle = Oracle(grid, space)
         runs = {m: [run_search(oracle, study, sampler_for(m, study, space, s), a.trials, s) for s in range(a.seeds)]
                 for m in methods}
-        print(f"[{wl}] sla {', '.join(str(t) for t in study.sla)}; objective {study.objective.metric}; "
-              f"{time.perf_counter() - t0:.0f} s")
-        results[wl] = workload_report(wl, runs, oracle.best(), a.ref_sample, len(oracle.cache))
+        seen = max((r["best"] or 0) for rs in runs.values() for r in rs)
+        print(f"[{wl}] sla {', '.join(str(t) for t in study.sla)}; best any search found {seen:.1f} "
+              f"(<= grid optimum: {seen <= opt + 1e-9}); {time.perf_counter() - t0:.0f} s")
+        results[wl] = workload_report(wl, runs, opt, default)
         if a.save:
             with a.save.open("wb") as f:
                 pickle.dump({"results": results, "args": vars(a)}, f)
-    summary(results, methods, a.seeds)
+    if not a.screen_only:
+        summary(results, methods, a.seeds)
 
 
 def summary(results: dict[str, dict[str, Any]], methods: list[str], seeds: int) -> None:
@@ -227,7 +224,8 @@ def summary(results: dict[str, dict[str, Any]], methods: list[str], seeds: int) 
               for m in methods if all(m in r for r in results.values())}
     tuned = [r[chosen]["tuned"] for r in results.values() if r[chosen]["tuned"] == r[chosen]["tuned"]]
     gm = math.exp(statistics.mean(math.log(t) for t in tuned)) if tuned else float("nan")
-    print(f"({chosen} is the chosen sampler; hits = worst workload, medians pooled over workloads x seeds)")
+    print("pooled median ratio at 20 (workloads x seeds): " + " ".join(f"{m}={v:.3f}" for m, v in pooled.items()))
+    print(f"({chosen} is the chosen sampler; hits = worst workload; ratios to the grid optimum)")
     print(f"tpe_hits_95pct={hits}/{seeds} tpe_median_ratio_at_20={pooled[chosen]:.3f} "
           f"random_median_ratio_at_20={pooled.get('random', float('nan')):.3f} tuned_vs_default={gm:.3f}")
 

@@ -40,6 +40,7 @@ from tuner.search.prescreen import simulate  # noqa: E402
 from tuner.search.searcher import SearchCore  # noqa: E402
 from tuner.search.sim_gate import Candidate, gated_search, real_trials_to  # noqa: E402
 from tuner.search.space import build_space  # noqa: E402
+from tuner.search.study_gate import StudyGate  # noqa: E402
 from tuner.sim.calibration import FITTED  # noqa: E402
 from tuner.spec.load import load_yaml, validate  # noqa: E402
 from tuner.spec.study import Study  # noqa: E402
@@ -90,6 +91,32 @@ def search(scorer: Scorer, study: Study, trials: int, seed: int,
     return out
 
 
+def wired(real: Scorer, study: Study, budget: int, seed: int) -> tuple[list[float | None], int]:
+    """The gate as `python -m tuner.run` runs it (SearchCore + StudyGate, the unperturbed simulator
+    predicting): the measured objective of each real trial in launch order, and the candidates skipped."""
+    gate = StudyGate(study, real.space)
+    core = SearchCore(study.model_copy(update={"seed": seed}), real.space, gate=gate)
+    measured: list[float | None] = []
+    while len(measured) < budget:
+        batch = core.ask_batch(min(study.budget.max_concurrent, budget - len(measured)))
+        if not batch:
+            break  # the gate ruled out every recent candidate: the search ends here
+        for cfg in batch:
+            res = real.score(cfg.engine, cfg.args)
+            core.tell(cfg.number, res)
+            measured.append(res.objective if _ok(res) else None)
+    return measured, sum(r["event"] == "skipped" for r in gate.records)
+
+
+def first_at(measured: list[float | None], target: float) -> int | None:
+    best = float("-inf")
+    for i, v in enumerate(measured, 1):
+        best = max(best, v if v is not None else float("-inf"))
+        if best >= target:
+            return i
+    return None
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=5)
@@ -127,12 +154,12 @@ def main() -> None:
             return (r.objective if _ok(r) else None), r.capacity
 
         records = gated_search(cands, measure, first=sim.key(pool[0][0], pool[0][1]))
-        arms[seed] = {"without": without, "records": records}
+        arms[seed] = {"without": without, "records": records, "wired": wired(real, study, a.budget, seed)}
     opt = real.best()
     target = 0.95 * opt
     print(f"true optimum (best real objective over {a.ref_sample} random configs and every launched one): "
           f"{opt:.1f}; target {target:.1f}")
-    with_n, without_n, spent, log = [], [], [], {}
+    with_n, without_n, spent, log, wired_n, wired_spent = [], [], [], {}, [], []
     for seed, arm in arms.items():
         best, n_wo = float("-inf"), None
         for i, (_, _, r) in enumerate(arm["without"], 1):
@@ -146,6 +173,13 @@ def main() -> None:
         best_loop = max((r.measured for r in arm["records"] if r.measured is not None), default=0.0)
         print(f"seed {seed}: without loop {n_wo or f'>{a.budget}'} real trials; with loop {n_w or 'never'} "
               f"({launched} launched of {len(arm['records'])} candidates, best {best_loop / opt:.3f} of optimum)")
+        w_measured, w_skipped = arm["wired"]
+        n_wired = first_at(w_measured, target)
+        print(f"        wired gate (tuner.run's path): {n_wired or 'never'} real trials to 95 %; "
+              f"{len(w_measured)} launched, {w_skipped} skipped, best "
+              f"{max((v for v in w_measured if v is not None), default=0.0) / opt:.3f} of optimum")
+        wired_n.append(n_wired or a.budget + 1)
+        wired_spent.append(len(w_measured))
         spent.append(launched)
         without_n.append(n_wo or a.budget + 1)
         with_n.append(n_w or a.budget + 1)
@@ -161,6 +195,8 @@ def main() -> None:
         a.log.write_text(json.dumps(log, indent=1, default=str))
     print(f"real trials the loop launched before it stopped (median over seeds): {statistics.median(spent):g} "
           f"(without the loop the search spends its whole budget: {a.budget})")
+    print(f"wired gate (SearchCore + StudyGate, as python -m tuner.run): real trials to 95 % "
+          f"{statistics.median(wired_n):g}, launched {statistics.median(wired_spent):g} (medians over seeds)")
     print(f"real_trials_to_95pct_with_loop={statistics.median(with_n):g} without_loop={statistics.median(without_n):g}")
 
 

@@ -87,3 +87,43 @@ def test_plateau_twins_are_not_rerun() -> None:
     assert runs.count(1) + runs.count(2) + runs.count(3) + runs.count(4) == 0
     twins = [r for r in records if r.key in (1, 2, 3, 4)]
     assert all(not r.launched and "twin of real trial #2" in r.reason for r in twins)
+
+
+def test_search_core_with_the_study_gate_skips_and_ends() -> None:
+    """SearchCore + StudyGate (what `python -m tuner.run` wires for a real engine): the baseline is
+    launched with its prediction noted; candidates whose corrected upper bound cannot beat the measured
+    incumbent are told to Optuna as failed with the reason; after `max_skips` in a row ask() ends."""
+    from tuner.search.searcher import SearchCore
+    from tuner.search.space import build_space
+    from tuner.search.study_gate import StudyGate, gate_for
+
+    study = make_study(engine="vllm", model=MODEL, capacity=QUICK, sla=["p99_ttft_ms <= 1000"],
+                       search={"algorithm": "tpe", "n_startup_trials": 4,
+                               "sim_gate": {"prior_error": 0.05, "max_skips": 3}})
+    space = build_space(study)
+    assert isinstance(gate_for(study, space, None), StudyGate)  # a real engine: on by default
+    gate = StudyGate(study, space)
+    core = SearchCore(study, space, gate=gate)
+    launched = 0
+    while (cfg := core.ask()) is not None and launched < 12:
+        launched += 1
+        assert any(n.startswith("sim_gate: predicted") for n in cfg.notes), cfg.notes
+        # the "real engine" serves 2x what the simulator predicts (a GPU the simulator underrates)
+        r = simulate(study, "vllm", cfg.args)
+        core.tell(cfg.number, replace(r, objective=r.objective * 2 if r.objective else None))
+    skipped = [r for r in gate.records if r["event"] == "skipped"]
+    assert skipped and launched < 12, (launched, gate.records)
+    assert gate.skips_in_a_row >= 3  # the search ended on the skip limit, not on the loop guard
+    assert abs(gate.gate.correction() - 2.0) < 0.01  # measured / predicted, learned from the real trials
+    assert all(r["upper"] is None or r["upper"] <= r["incumbent"] for r in skipped)
+    assert any(r["reason"].startswith("sim_gate:") for r in core.rejected)
+
+
+def test_gate_is_off_for_the_simulated_engine_by_default() -> None:
+    from tuner.search.space import build_space
+    from tuner.search.study_gate import gate_for
+
+    study = make_study(engine="sim", model=MODEL, capacity=QUICK)
+    assert gate_for(study, build_space(study), None) is None
+    on = make_study(engine="sim", model=MODEL, capacity=QUICK, search={"sim_gate": {"enabled": True}})
+    assert gate_for(on, build_space(on), None) is not None

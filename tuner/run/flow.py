@@ -117,7 +117,8 @@ def run_study(study: Study, data: dict[str, Any], study_path: Path, space: Space
         best = max((t for t in trials if t.feasible), key=lambda t: t.objective or 0, default=None)
         try:
             tracker.log_outputs(
-                [out / "trials.parquet", out / "pareto.json", out / "promoted.yaml", *([report] if report else []),
+                [out / "trials.parquet", out / "pareto.json", out / "promoted.yaml", out / "sim_gate.jsonl",
+                 *([report] if report else []),
                  *sorted((out / "plots").glob("*.html"))],
                 {"trials_ok": sum(t.outcome.ran for t in trials),
                  "trials_failed": sum(not t.outcome.ran for t in trials),

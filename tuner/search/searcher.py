@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import pickle
 from dataclasses import replace
+from pathlib import Path
 from typing import Any, Literal
 
 import optuna
@@ -71,8 +72,9 @@ class SearchCore:
 
     def __init__(self, study: Study, space: Space, *, sampler: optuna.samplers.BaseSampler | None = None,
                  storage: optuna.storages.BaseStorage | str | None = None, max_resample: int = 200,
-                 grid_points: int = 3) -> None:
+                 grid_points: int = 3, gate: Any = None) -> None:
         self.study, self.space = study, space
+        self.gate = gate  # a tuner.search.study_gate.StudyGate: simulator first, real trial only if it could win
         self.multi = study.objective.mode == "multi"
         directions: list[Literal['maximize', 'minimize']] = ["maximize", "minimize"] if self.multi else ["maximize"]
         optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -133,6 +135,8 @@ class SearchCore:
             if cfg is not None:
                 return cfg
             skipped += 1
+            if self.gate is not None and self.gate.skips_in_a_row >= self.study.search.sim_gate.max_skips:
+                return None  # the simulator rules out every candidate lately: nothing left worth a real trial
         return None
 
     def ask_batch(self, n: int) -> list[Suggestion]:
@@ -174,6 +178,14 @@ class SearchCore:
             trial.set_user_attr(A_DUPLICATE, twin)
             self.optuna.tell(trial, state=optuna.trial.TrialState.FAIL)
             return None
+        if self.gate is not None:
+            ok, reason, prediction = self.gate.judge(engine, args, self.incumbent())
+            if not ok:
+                self._skip(trial, engine, values, f"sim_gate: {reason}")
+                return None
+            cfg = self._launch(trial, engine, values, args, notes, baseline=False)
+            cfg.notes.append(self.gate.note(cfg.number, reason, prediction))
+            return cfg
         return self._launch(trial, engine, values, args, notes, baseline=False)
 
     def _skip(self, trial: optuna.Trial, engine: str, values: dict[str, Any], reason: str) -> None:
@@ -187,8 +199,12 @@ class SearchCore:
         """The engine's defaults, launched with no searched flag, as an Optuna trial holding the defaults
         the space knows (a knob whose default the engine picks, e.g. SGLang's max_running_requests, is
         left out of that trial's params rather than given a made-up value)."""
-        return self._launch(self.baseline_trial(engine), engine, {}, dict(self.space.engines[engine].fixed), [],
-                            baseline=True)
+        args = dict(self.space.engines[engine].fixed)
+        cfg = self._launch(self.baseline_trial(engine), engine, {}, args, [], baseline=True)
+        if self.gate is not None:
+            _, reason, prediction = self.gate.judge(engine, args, None, baseline=True)
+            cfg.notes.append(self.gate.note(cfg.number, reason, prediction))
+        return cfg
 
     def baseline_trial(self, engine: str) -> optuna.Trial:
         sp = self.space.engines[engine]
@@ -246,6 +262,8 @@ class SearchCore:
         outcome = result.outcome
         if self.feasibility is not None:
             self.feasibility.observe(cfg.engine, cfg.args, outcome, number, result.reason)
+        if self.gate is not None:
+            self.gate.observe(number, result)
         values = self._values(result)
         constraints = self._constraints(result)
         if trial is not None:
@@ -366,14 +384,20 @@ def secretless(study: Study) -> Study:
 
 
 def make_searcher(study: Study, space: Space, warm: list[tuple[str, dict[str, Any]]] | None = None,
-                  storage: optuna.storages.BaseStorage | str | None = None) -> ConstrainedSearcher:
+                  storage: optuna.storages.BaseStorage | str | None = None,
+                  gate_dir: Path | None = None) -> ConstrainedSearcher:
     """The study's searcher for Ray Tune (algorithm, seed, baseline, constraints from the study);
-    `warm` configs (engine, params) are launched first after the baseline (see tuner.search.prescreen)."""
+    `warm` configs (engine, params) are launched first after the baseline (see tuner.search.prescreen);
+    with `gate_dir` (the output folder) the study's simulator gate judges each candidate first
+    (tuner.search.study_gate; off unless the study's search.sim_gate turns it on or it runs a real engine)."""
+    from tuner.search.study_gate import gate_for
+
     # Tune pickles the searcher to disk (tuner.pkl, searcher state): it holds the study without secrets.
     clean = secretless(study)
     space = Space({k: replace(sp, study=clean if sp.study is not None else None)
                    for k, sp in space.engines.items()})
-    core = SearchCore(clean, space, storage=storage)
+    gate = gate_for(clean, space, gate_dir) if gate_dir is not None else None
+    core = SearchCore(clean, space, storage=storage, gate=gate)
     if warm:
         core.warm_start(warm)
     return ConstrainedSearcher(core)

@@ -148,12 +148,25 @@ class Objective(Strict):
         return self
 
 
+class SimGateSettings(Strict):
+    """Simulator in the loop (tuner.search.study_gate): each candidate of a real-engine study is scored on
+    the calibrated simulator first and launched only if its prediction, corrected by the real trials so
+    far and widened by the simulator's measured error, could beat the incumbent."""
+
+    enabled: bool | None = None  # None: on for real engines the simulator can model, off for the sim engine
+    prior_error: float = Field(default=0.3, gt=0)  # relative error assumed until min_points real trials met the SLA
+    floor: float = Field(default=0.05, ge=0)  # never trust the simulator closer than this
+    min_points: int = Field(default=3, ge=1)
+    max_skips: int = Field(default=20, ge=1)  # candidates skipped in a row that end the search (nothing left to gain)
+
+
 class SearchSettings(Strict):
     algorithm: Literal["tpe", "nsga2", "random", "grid"] = "tpe"
     baseline_first: bool = True
     n_startup_trials: int = Field(default=8, ge=0)
     prescreen: bool = False  # rank candidates on the simulator before real trials
     learn_failures: bool = True
+    sim_gate: SimGateSettings = SimGateSettings()
 
 
 class Budget(Strict):
