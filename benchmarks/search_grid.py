@@ -41,9 +41,21 @@ ROOT = Path(__file__).resolve().parents[1]
 CACHE_DIR = ROOT / "benchmarks" / "results" / "search"
 FLAT = 0.01  # a knob whose largest relative effect at every screened base stays below this is held at default
 SCREEN_BASES = 6  # random bases of the screen (the defaults are one more)
-# Levels of the wide knobs, chosen so an exhaustive grid fits a shared 2-core box (about 2,700 configs per
-# workload): the benchmark landscape is this grid, so its optimum is exact for the landscape searched.
+# Levels of the wide knobs, chosen so an exhaustive grid (about 430 distinct configs per workload) fits a
+# shared 2-core box in the time there was: the benchmark landscape IS this grid (a config is scored at its
+# nearest levels), so the grid optimum is exact for the landscape every sampler searches.
 LEVELS: dict[str, list[Any]] = {
+    "max_num_seqs": [16, 256, 1024],
+    "max_num_batched_tokens": [2048, 8192],
+    "gpu_memory_utilization": [0.92, 0.97],
+    "max_cudagraph_capture_size": [None, 2048],
+    "max_num_partial_prefills": [1, 4],
+    "long_prefill_token_threshold": [0, 2048],
+}
+# The screen ran once with finer levels (max_num_seqs 16/64/256/1024, batched tokens 1k/2k/8k/32k, memory
+# 0.85/0.92/0.97, partial prefills 1/4, prefill cap 0/512/2048): finer levels are stronger evidence of a
+# flat knob, so the screen is kept whatever LEVELS say.
+SCREEN_LEVELS: dict[str, list[Any]] = {
     "max_num_seqs": [16, 64, 256, 1024],
     "max_num_batched_tokens": [1024, 2048, 8192, 32768],
     "gpu_memory_utilization": [0.85, 0.92, 0.97],
@@ -53,10 +65,11 @@ LEVELS: dict[str, list[Any]] = {
 }
 
 
-def levels(p: Any, name: str = "") -> list[Any]:
+def levels(p: Any, name: str = "", table: dict[str, list[Any]] | None = None) -> list[Any]:
     """The values a knob takes in the grid (its default included)."""
-    if name in LEVELS:
-        return list(LEVELS[name])
+    table = LEVELS if table is None else table
+    if name in table:
+        return list(table[name])
     if p.type == "bool":
         vals: list[Any] = [True, False]
     elif p.type == "categorical":
@@ -118,6 +131,7 @@ class Grid:
                  log: Callable[[str], None] = print) -> None:
         self.name, self.study, self.sp, self.log = name, study, sp, log
         self.levels = {k: levels(p, k) for k, p in sp.params.items()}
+        self.screen_levels = {k: levels(p, k, SCREEN_LEVELS) for k, p in sp.params.items()}
         self.table: dict[str, dict[str, Any]] = {}  # config key -> outcome, objective, capacity, violations
         self.effects: dict[str, float] = {}
         self.sims = 0
@@ -134,16 +148,19 @@ class Grid:
             return
         if data.get("fingerprint") == self.fingerprint:  # the table holds configs: valid for any levels
             self.table = data["table"]
-            if data.get("screen_of") == json.dumps([self.levels, FLAT, SCREEN_BASES], default=str):
+            if data.get("screen_of") == self._screen_of():
                 self.effects = data.get("effects", {})
 
     def save(self, done: bool = False) -> None:
         CACHE_DIR.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(".tmp")
         tmp.write_text(json.dumps({"fingerprint": self.fingerprint, "workload": self.name, "done": done,
-                                   "screen_of": json.dumps([self.levels, FLAT, SCREEN_BASES], default=str),
+                                   "screen_of": self._screen_of(),
                                    "effects": self.effects, "table": self.table}, default=str))
         tmp.replace(self.path)
+
+    def _screen_of(self) -> str:
+        return json.dumps([self.screen_levels, FLAT, SCREEN_BASES], default=str)
 
     def args_of(self, values: dict[str, Any]) -> dict[str, Any] | None:
         vals = {k: v for k, v in values.items() if v is not None and self.sp.active(k, values)}
@@ -197,11 +214,11 @@ class Grid:
         if self.effects:
             return self.effects
         rng = random.Random(12345)
-        bases = [self.defaults()] + [{k: rng.choice(lv) for k, lv in self.levels.items()}
+        bases = [self.defaults()] + [{k: rng.choice(lv) for k, lv in self.screen_levels.items()}
                                      for _ in range(SCREEN_BASES)]
-        eff = dict.fromkeys(self.levels, 0.0)
+        eff = dict.fromkeys(self.screen_levels, 0.0)
         for base in bases:
-            for k, lv in self.levels.items():
+            for k, lv in self.screen_levels.items():
                 vals = [self.value({**base, k: v})[0] or 0.0 for v in lv]
                 top = max(vals)
                 if top > 0:
@@ -252,9 +269,14 @@ class Grid:
         return math.prod(len(v) for k, v in self.levels.items() if k not in flat)
 
 
+VIRTUAL = ("capacity", "workload", "metrics", "arrivals", "lengths", "profiles", "prompts", "target", "records")
+
+
 def _sim_digest() -> str:
-    """The simulator's code and calibration: a changed simulator invalidates the cached tables."""
+    """The code of a virtual-time simulation (the simulator but its HTTP face, the load generator's
+    virtual path) and the calibration: a change there invalidates the cached tables."""
     h = hashlib.sha256()
-    for path in sorted((ROOT / "tuner" / "sim").glob("*.py")) + sorted((ROOT / "tuner" / "load").glob("*.py")):
+    sim = [p for p in sorted((ROOT / "tuner" / "sim").glob("*.py")) if p.stem not in ("server", "live", "prom")]
+    for path in sim + [ROOT / "tuner" / "load" / f"{n}.py" for n in VIRTUAL]:
         h.update(path.read_bytes())
     return h.hexdigest()[:16]
