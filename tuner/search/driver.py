@@ -191,7 +191,8 @@ def layout_resources(study: Study, engine: str) -> Any:
 def run_search(study: Study, study_data: dict[str, Any], space: Space, out: Path, base_dir: Path,
                tracker: StudyTracker, progress: Any, *, trials: int, max_concurrent: int, resume: bool) -> SearchRun:
     from tuner.search.prescreen import warm_configs
-    from tuner.search.searcher import make_searcher
+    from tuner.search.searcher import make_searcher, secretless
+    from tuner.search.study_gate import gate_for
 
     t0 = time.monotonic()
     known = {t.trial_id: t for t in read_trials(out / "trials.parquet")} if resume else {}
@@ -204,7 +205,8 @@ def run_search(study: Study, study_data: dict[str, Any], space: Space, out: Path
     fn = tune.with_resources(fn, layout_resources(study, engines[0]))
     storage = str((out / "tune").resolve())
     searcher = make_searcher(study, space, warm_configs(study),
-                             storage=open_storage(out, study.name, fresh=not resume), gate_dir=out)
+                             storage=open_storage(out, study.name, fresh=not resume),
+                             gate=gate_for(secretless(study), space, out))
     name, remaining = "search", trials
     if resume:
         # Optuna's storage holds the search; trials.parquet the record of what finished (Tune saves its

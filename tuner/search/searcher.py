@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import pickle
 from dataclasses import replace
-from pathlib import Path
 from typing import Any, Literal
 
 import optuna
@@ -384,19 +383,15 @@ def secretless(study: Study) -> Study:
 
 
 def make_searcher(study: Study, space: Space, warm: list[tuple[str, dict[str, Any]]] | None = None,
-                  storage: optuna.storages.BaseStorage | str | None = None,
-                  gate_dir: Path | None = None) -> ConstrainedSearcher:
+                  storage: optuna.storages.BaseStorage | str | None = None, gate: Any = None) -> ConstrainedSearcher:
     """The study's searcher for Ray Tune (algorithm, seed, baseline, constraints from the study);
     `warm` configs (engine, params) are launched first after the baseline (see tuner.search.prescreen);
-    with `gate_dir` (the output folder) the study's simulator gate judges each candidate first
-    (tuner.search.study_gate; off unless the study's search.sim_gate turns it on or it runs a real engine)."""
-    from tuner.search.study_gate import gate_for
-
+    `gate` (tuner.search.study_gate.gate_for, built on `secretless(study)`: Tune pickles it) judges each
+    candidate on the simulator first."""
     # Tune pickles the searcher to disk (tuner.pkl, searcher state): it holds the study without secrets.
     clean = secretless(study)
     space = Space({k: replace(sp, study=clean if sp.study is not None else None)
                    for k, sp in space.engines.items()})
-    gate = gate_for(clean, space, gate_dir) if gate_dir is not None else None
     core = SearchCore(clean, space, storage=storage, gate=gate)
     if warm:
         core.warm_start(warm)
