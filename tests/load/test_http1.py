@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tuner.load.http1 import KERNEL_STAMPS, Client, ConnectError, HttpError
+from tuner.load.http1 import KERNEL_STAMPS, Client, Clock, ConnectError, HttpError
 
 EVENTS = [f'data: {{"choices":[{{"text":" t{i}"}}]}}\n\n'.encode() for i in range(5)] + [b"data: [DONE]\n\n"]
 
@@ -57,14 +57,18 @@ def run(coro: Any) -> Any:
     return asyncio.run(coro)
 
 
+CLOCKS = ["auto", "user"]  # kernel receive stamps (recvmsg) where the platform has them; the transport path
+
+
+@pytest.mark.parametrize("clock", CLOCKS)
 @pytest.mark.parametrize("split", [1, 3, 7])
-def test_chunked_stream_split_anywhere_reaches_the_consumer_whole(split: int) -> None:
+def test_chunked_stream_split_anywhere_reaches_the_consumer_whole(split: int, clock: Clock) -> None:
     head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
     body = chunked(EVENTS, trailer=b"X-Trailer: 1\r\n") if split == 7 else chunked(EVENTS)
 
-    async def go() -> tuple[bytes, list[float], Any, int]:
+    async def go() -> tuple[bytes, list[float], Any, Client]:
         server, url = await raw_server(lambda n: head + body, split=split)
-        client = Client(url)
+        client = Client(url, clock=clock)
         got: list[bytes] = []
         times: list[float] = []
         sent: list[float] = []
@@ -77,15 +81,18 @@ def test_chunked_stream_split_anywhere_reaches_the_consumer_whole(split: int) ->
             client.close()
             server.close()
         assert again.status == 200
-        return b"".join(got), [sent[0], *times], resp, client.connects
+        return b"".join(got), [sent[0], *times], resp, client
 
-    data, times, resp, connects = run(go())
+    data, times, resp, client = run(go())
+    connects = client.connects
+    assert client.kernel_reads == (client.reads if clock == "auto" and KERNEL_STAMPS else 0) and client.reads >= 2
     assert resp.status == 200 and data == b"".join(EVENTS)
     assert times == sorted(times)  # sent, then every read in order
     assert connects == 1  # the second request reused the connection
 
 
-def test_content_length_error_body_and_keep_alive_race() -> None:
+@pytest.mark.parametrize("clock", CLOCKS)
+def test_content_length_error_body_and_keep_alive_race(clock: Clock) -> None:
     err = json.dumps({"object": "error", "message": "bad"}).encode()
 
     def answer(n: int) -> bytes:
@@ -95,7 +102,7 @@ def test_content_length_error_body_and_keep_alive_race() -> None:
         # the server closes every connection after answering, without saying so: a reused idle
         # connection is dead, and the request goes once more on a new one
         server, url = await raw_server(answer, close_after=True)
-        client = Client(url)
+        client = Client(url, clock=clock)
         try:
             out = []
             for _ in range(3):
@@ -111,12 +118,13 @@ def test_content_length_error_body_and_keep_alive_race() -> None:
     assert connects == 3
 
 
-def test_refused_and_cut_responses_raise() -> None:
+@pytest.mark.parametrize("clock", CLOCKS)
+def test_refused_and_cut_responses_raise(clock: Clock) -> None:
     async def refused() -> None:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
-        await Client(f"http://127.0.0.1:{port}").request("GET", "/")
+        await Client(f"http://127.0.0.1:{port}", clock=clock).request("GET", "/")
 
     with pytest.raises(ConnectError, match="cannot connect"):
         run(refused())
@@ -125,7 +133,7 @@ def test_refused_and_cut_responses_raise() -> None:
         head = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
         server, url = await raw_server(lambda n: head + b"5\r\nab", close_after=True)
         try:
-            await Client(url).request("POST", "/", on_body=lambda d, t, s: None)
+            await Client(url, clock=clock).request("POST", "/", on_body=lambda d, t, s: None)
         finally:
             server.close()
 
