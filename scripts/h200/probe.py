@@ -54,14 +54,13 @@ def copy_bandwidth(gib: float = 4.0, reps: int = 20) -> dict[str, float]:
 
 
 def driver_check(study_path: Path) -> dict[str, Any]:
-    from device_study import _import_search_core
-
+    from tuner.search.searcher import SearchCore  # imports no Ray (the device may have none)
     from tuner.search.space import build_space
     from tuner.spec.load import load_study
 
     study = load_study(study_path)
     space = build_space(study, HERE.parents[1])
-    core = _import_search_core()(study, space)
+    core = SearchCore(study, space)
     first = core.ask()
     return {"study": study.name, "space": space.describe(), "first_config": first}
 

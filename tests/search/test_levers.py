@@ -129,7 +129,7 @@ def test_oom_rules_hold_only_for_the_same_precision_and_layout() -> None:
 
 
 def test_trial_resources_follow_the_layout() -> None:
-    from tuner.search.driver import layout_resources
+    from tuner.run.ray_executor import layout_resources
 
     st = study(engine="vllm", resources={"gpus_per_trial": 1, "cpus_per_trial": 2})
     per_trial = layout_resources(st, "vllm")

@@ -10,8 +10,8 @@ from ray import tune
 
 from tests.search.helpers import make_study, synthetic
 from tuner.search.ask_tell import Suggestion
-from tuner.search.searcher import make_searcher
 from tuner.search.space import build_space
+from tuner.search.tune_searcher import make_searcher
 
 pytestmark = pytest.mark.slow
 

@@ -7,7 +7,7 @@ import pytest
 
 from tests.search.helpers import SMALL_LEVERS, core_for, make_study, synthetic
 from tuner.search.ask_tell import TrialReport
-from tuner.search.searcher import make_searcher
+from tuner.search.tune_searcher import make_searcher
 from tuner.trial.outcome import TrialOutcome
 
 

@@ -1,4 +1,4 @@
-"""`python -m tuner.run`: validate a study, search with Ray Tune + Optuna, record in MLflow, promote.
+"""`python -m tuner.run`: validate a study, search with Optuna on Ray Tune or local processes, record in MLflow, promote.
 
 Exit status: 0 done (promoted when a feasible config exists), 2 invalid input, 3 done but no config
 met the SLA, 4 done but MLflow missed records while it was down (kept locally; --resume logs them),
@@ -37,6 +37,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--dry-run", action="store_true", help="validate and print the plan; start nothing")
     p.add_argument("--no-promote", action="store_true", help="skip promotion")
     p.add_argument("--seed", type=int, default=None, help="override the study seed")
+    p.add_argument("--executor", choices=("ray", "local"), default=None,
+                   help="where trials run: ray (Ray Tune trials, the default) or local (subprocesses on this "
+                        "host, one per GPU, no Ray); overrides resources.executor")
+    p.add_argument("--tracking", choices=("live", "deferred"), default=None,
+                   help="live: each trial logged to MLflow as it finishes; deferred: kept in the output folder and "
+                        "logged at the end (or by --log-only); overrides tracking.mode")
+    p.add_argument("--log-only", type=Path, default=None, metavar="OUTPUT",
+                   help="log a deferred study's output folder to MLflow (runs nothing; safe to repeat)")
     p.add_argument("-v", "--verbose", action="store_true")
     return p.parse_args(argv)
 
@@ -61,44 +69,40 @@ def load(args: argparse.Namespace) -> tuple[Study, dict[str, Any], Path]:
         data["budget"] = budget
     if args.seed is not None:
         data["seed"] = args.seed
+    if args.tracking is not None:
+        data["tracking"] = {**(data.get("tracking") or {}), "mode": args.tracking}
+    if args.executor is not None:
+        data["resources"] = {**(data.get("resources") or {}), "executor": args.executor}
     study = validate(Study, data, str(path))
     return study, data, path
 
 
-def init_ray(study: Study, verbose: bool = False) -> None:
-    """Join the cluster in RAY_ADDRESS or the one `ray start` made on this node (as under `ray job submit`),
-    else start a local Ray (bound to 127.0.0.1, see tuner.run.local_ray). `RAY_ADDRESS=local` always starts
-    a private one."""
-    import ray
+def log_only(args: argparse.Namespace) -> int:
+    """`--log-only OUTPUT`: a deferred study's folder to MLflow (tuner.tracking.deferred), under the folder's lock."""
+    import json
 
-    from tuner.run.local_ray import init_kwargs
+    from tuner.run.lock import OutputLock
+    from tuner.tracking.credentials import strip_credentials, use_credentials
+    from tuner.tracking.deferred import log_folder
+    from tuner.tracking.mlflow_log import check_uri
 
-    if not ray.is_initialized():
-        from tuner.run.quiet import ray_log_level
-
-        ray.init(log_to_driver=False, logging_level=ray_log_level(verbose), **init_kwargs())
-
-
-def check_cluster(study: Study, max_concurrent: int) -> int:
-    """Each trial must fit on the cluster; max_concurrent is clamped to what the GPUs allow."""
-    import ray
-
-    from tuner.search.driver import trial_resources
-
-    res = trial_resources(study, study.engine_names[0])
-    total = ray.cluster_resources()
-    if res["gpu"] > total.get("GPU", 0):
-        raise SpecError(f"a trial needs {res['gpu']:g} GPU(s) but the Ray cluster has {total.get('GPU', 0):g}",
-                        "resources.gpus_per_trial", "lower gpus_per_trial / tensor_parallel_size or add GPU nodes")
-    if res["cpu"] > total.get("CPU", 0):
-        raise SpecError(f"a trial needs {res['cpu']:g} CPUs but the Ray cluster has {total.get('CPU', 0):g}",
-                        "resources.cpus_per_trial", "lower cpus_per_trial")
-    fit = min(total.get("CPU", 0) // res["cpu"], total.get("GPU", 0) // res["gpu"] if res["gpu"] else 1e9)
-    if max_concurrent > fit:
-        log.warning("max_concurrent %d does not fit the cluster (%s); running %d at once",
-                    max_concurrent, {k: total.get(k) for k in ("CPU", "GPU")}, int(fit))
-        return max(1, int(fit))
-    return max_concurrent
+    out = args.log_only.resolve()
+    try:
+        state = json.loads((out / "state.json").read_text())
+    except (OSError, ValueError):
+        raise SpecError(f"{out} holds no readable state.json", "--log-only",
+                        "give the output folder of a study run with --tracking deferred") from None
+    uri = args.mlflow_uri or state.get("tracking_uri") or ""
+    check_uri(uri, "--mlflow-uri")
+    lock = OutputLock(out)
+    lock.acquire()  # exit 2 while the study (or another --log-only) holds the folder
+    try:
+        logged = log_folder(out, use_credentials(uri))
+    finally:
+        lock.release()
+    print(f"logged {logged.new_trials} trial(s) to {strip_credentials(uri)} ({logged.already} already there); "
+          f"MLflow parent run: {logged.parent_run_id}")
+    return EXIT_OK
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -115,6 +119,8 @@ def main(argv: list[str] | None = None) -> int:
     out = Path("runs")
     Interrupt.reset()
     try:
+        if args.log_only is not None:
+            return log_only(args)
         study, data, path = load(args)
         for line in study.warnings():
             print(f"warning: {line}", file=sys.stderr)
@@ -125,7 +131,8 @@ def main(argv: list[str] | None = None) -> int:
 
         space = preflight(study, path.parent.resolve(), out)
         uri = args.mlflow_uri or study.tracking.mlflow_uri or default_uri(out)
-        check_uri(uri, "--mlflow-uri" if args.mlflow_uri else f"{path}: tracking.mlflow_uri")
+        check_uri(uri, "--mlflow-uri" if args.mlflow_uri else f"{path}: tracking.mlflow_uri",
+                  reach=study.tracking.mode == "live")
         if args.dry_run:
             from tuner.run.resume_check import check_resume
             from tuner.run.summary import print_plan
@@ -145,16 +152,17 @@ def main(argv: list[str] | None = None) -> int:
                   + (f"; stopped {len(left.stopped)} Ray process(es) it left" if left.stopped else ""),
                   file=sys.stderr)
         Interrupt.install()
+        from tuner.run.executor import get_executor
         from tuner.run.flow import run_study
-        from tuner.run.lock import local_ray_processes
 
-        init_ray(study, args.verbose)
+        executor = get_executor(study.resources.executor)
+        executor.start(study, verbose=args.verbose)
         Interrupt.install()  # again: Ray's core worker put its own SIGTERM handler (a native stack dump) in
         uri = use_credentials(uri)  # in MLflow's env vars (after Ray started: its processes never see them)
-        lock.record_ray(*local_ray_processes())
-        max_conc = check_cluster(study, study.budget.max_concurrent)
-        return run_study(study, data, path, space, out, uri, max_concurrent=max_conc, resume=args.resume,
-                         promote=study.promotion.enabled and not args.no_promote)
+        lock.record_ray(*executor.helper_pids())
+        max_conc = executor.fit(study, study.budget.max_concurrent)
+        return run_study(study, data, path, space, out, uri, executor=executor, max_concurrent=max_conc,
+                         resume=args.resume, promote=study.promotion.enabled and not args.no_promote)
     except SpecError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_INVALID

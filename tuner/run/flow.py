@@ -8,7 +8,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tuner.common.atomic import write_json
 from tuner.common.prog import prog
@@ -20,8 +20,10 @@ from tuner.spec.study import Study
 from tuner.tracking.credentials import strip_credentials
 from tuner.tracking.mlflow_log import StudyTracker
 from tuner.trial.result import TrialResult
-from tuner.trial.runner import TrialPlan, run_trial
 from tuner.trial.table import read_trials
+
+if TYPE_CHECKING:
+    from tuner.run.executor import Executor
 
 log = logging.getLogger(__name__)
 STATE = "state.json"
@@ -43,58 +45,50 @@ def _progress(study: Study, trials: int) -> Any:
         return _Quiet()
 
 
-def make_confirm(study: Study, data: dict[str, Any], out: Path, base_dir: Path) -> Any:
-    """Re-run a trial's config with another workload seed, as a Ray task holding the trial's resources."""
-    import ray
-
-    from tuner.search.driver import trial_resources
-    from tuner.search.trainable import trial_dir
-    from tuner.spec.load import validate
-
-    @ray.remote(max_retries=0)
-    def _confirm(data: dict[str, Any], plan: TrialPlan, tdir: str, base: str) -> TrialResult:
-        return run_trial(validate(Study, data, "study"), plan, Path(tdir), base_dir=Path(base))
-
-    def confirm(trial: TrialResult, seed: int) -> TrialResult:
-        res = trial_resources(study, trial.engine)
-        plan = TrialPlan(trial_id=f"{trial.trial_id}-c{seed}", number=trial.number, engine=trial.engine,
-                         args=trial.args, params=trial.params, seed=seed)
-        tdir = trial_dir(out, trial.number, plan.trial_id)
-        return ray.get(_confirm.options(num_cpus=res["cpu"], num_gpus=res["gpu"]).remote(
-            data, plan, str(tdir), str(base_dir)))
-
-    return confirm
-
-
 def run_study(study: Study, data: dict[str, Any], study_path: Path, space: Space, out: Path, uri: str, *,
-              max_concurrent: int, resume: bool, promote: bool) -> int:
+              executor: Executor, max_concurrent: int, resume: bool, promote: bool) -> int:
+    from tuner.run.driver import run_search
     from tuner.run.resume_check import read_state
-    from tuner.search.driver import run_search
 
     t0 = time.monotonic()
     base_dir = study_path.parent.resolve()
-    state_path = out / STATE
     state = read_state(out) if resume else {}
     for key, value in (("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2"), ("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1"),
                        ("MLFLOW_HTTP_REQUEST_TIMEOUT", "20")):
         os.environ.setdefault(key, value)  # a short retry window: an outage is buffered, not waited out
-    tracker = StudyTracker(uri, study.tracking.experiment or study.name, study.name, out / "mlartifacts",
-                           sla=study.sla)
-    if not resume:
-        _close_stale_parent(tracker, out)
-    parent = tracker.start(state.get("parent_run_id"))
-    write_json(state_path, {"parent_run_id": parent, "tracking_uri": strip_credentials(uri), "study": str(study_path),
-                            "study_name": study.name})
-    if not state:
-        tracker.log_study(study_path, space.describe(), {
-            "engine": ",".join(study.engine_names), "model": study.model.name, "sla": ";".join(map(str, study.sla)),
-            "objective": study.objective.metric, "trials": study.budget.trials, "seed": study.seed,
-            "workload": json.dumps(study.workload.model_dump(mode="json"))})
+    params = {"engine": ",".join(study.engine_names), "model": study.model.name, "sla": ";".join(map(str, study.sla)),
+              "objective": study.objective.metric, "trials": study.budget.trials, "seed": study.seed,
+              "workload": json.dumps(study.workload.model_dump(mode="json"))}
+    deferred = study.tracking.mode == "deferred"
+    tracker: StudyTracker | None = None
+    if deferred:  # MLflow is not called until the study's records are complete (tuner.tracking.deferred)
+        from tuner.run.recorder import param_names
+        from tuner.tracking.deferred import start_record
+
+        parent = state.get("parent_run_id") or ""
+        names, defaults = param_names(space)
+        start_record(out, study_file=study_path, study_name=study.name,
+                     experiment=study.tracking.experiment or study.name, space=space.describe(), params=params,
+                     param_names=names, defaults=defaults, sla=[str(t) for t in study.sla])
+        if promote:
+            print("note: deferred tracking: nothing is promoted (the registry is MLflow's); promote after "
+                  f"logging with: {prog('promote')} --study-run <parent run id>", file=sys.stderr)
+            promote = False
+    else:
+        tracker = StudyTracker(uri, study.tracking.experiment or study.name, study.name, out / "mlartifacts",
+                               sla=study.sla)
+        if not resume:
+            _close_stale_parent(tracker, out)
+        parent = tracker.start(state.get("parent_run_id"))
+    write_json(out / STATE, {"parent_run_id": parent, "tracking_uri": strip_credentials(uri), "study": str(study_path),
+                             "study_name": study.name, "tracking": study.tracking.mode})
+    if not state and tracker is not None:
+        tracker.log_study(study_path, space.describe(), params)
     status = "FAILED"
     try:
         with _progress(study, study.budget.trials) as progress:
-            run = run_search(study, data, space, out, base_dir, tracker, progress, trials=study.budget.trials,
-                             max_concurrent=max_concurrent, resume=resume)
+            run = run_search(study, data, space, out, base_dir, tracker, progress, executor,
+                             trials=study.budget.trials, max_concurrent=max_concurrent, resume=resume)
         trials = run.trials
         if Interrupt.signum is not None:
             status = "KILLED"
@@ -107,7 +101,8 @@ def run_study(study: Study, data: dict[str, Any], study_path: Path, space: Space
             from tuner.promote import promote_study
 
             promotion = promote_study(study, trials, output_dir=out, tracking_uri=uri, parent_run_id=parent,
-                                      confirm=make_confirm(study, data, out, base_dir) if study.promotion.confirm_runs else None)
+                                      confirm=executor.confirmer(study, data, out, base_dir) if study.promotion.confirm_runs
+                                      else None)
         promoted_id = promotion.trial.trial_id if promotion is not None and promotion.promoted and promotion.trial else None
         write_pareto(out / "pareto.json", trials, study.sla, study.objective.metric, study.objective.latency_metric,
                      run.rejected, promoted_id)
@@ -115,28 +110,32 @@ def run_study(study: Study, data: dict[str, Any], study_path: Path, space: Space
         report = _report(study, trials, out, promoted_id, confirmed)
         base = next((t for t in trials if t.baseline), None)
         best = max((t for t in trials if t.feasible), key=lambda t: t.objective or 0, default=None)
-        try:
-            tracker.log_outputs(
-                [out / "trials.parquet", out / "pareto.json", out / "promoted.yaml", out / "sim_gate.jsonl",
-                 *([report] if report else []),
-                 *sorted((out / "plots").glob("*.html"))],
-                {"trials_ok": sum(t.outcome.ran for t in trials),
-                 "trials_failed": sum(not t.outcome.ran for t in trials),
-                 "best_objective": best.objective if best else None,
-                 "baseline_objective": base.objective if base else None,
-                 "tuned_vs_default": confirmed["gain"] if confirmed else
-                 (best.objective / base.objective) if best and best.objective is not None and base
-                 and base.objective else None})
-        except Exception as exc:  # noqa: BLE001 - MLflow down at the end: the files are all in the output folder
-            log.warning("study outputs not logged to MLflow: %s", str(exc)[:300])
-            run.untracked = run.untracked or ["study outputs"]
-        print_summary(study, trials, out, uri, promotion, run.rejected, time.monotonic() - t0, parent_run_id=parent,
-                      mlflow_view=tracker.view_path)
+        outputs = [out / "trials.parquet", out / "pareto.json", out / "promoted.yaml", out / "sim_gate.jsonl",
+                   *([report] if report else [])]
+        summary = {"trials_ok": sum(t.outcome.ran for t in trials),
+                   "trials_failed": sum(not t.outcome.ran for t in trials),
+                   "best_objective": best.objective if best else None,
+                   "baseline_objective": base.objective if base else None,
+                   "tuned_vs_default": confirmed["gain"] if confirmed else
+                   (best.objective / base.objective) if best and best.objective is not None and base
+                   and base.objective else None}
+        if tracker is None:
+            status = "FINISHED"
+            parent = _log_deferred(out, uri, outputs, summary, run)
+        else:
+            try:
+                tracker.log_outputs([*outputs, *sorted((out / "plots").glob("*.html"))], summary)
+            except Exception as exc:  # noqa: BLE001 - MLflow down at the end: the files are all in the output folder
+                log.warning("study outputs not logged to MLflow: %s", str(exc)[:300])
+                run.untracked = run.untracked or ["study outputs"]
+        print_summary(study, trials, out, uri, promotion, run.rejected, time.monotonic() - t0,
+                      parent_run_id=parent or None, mlflow_view=tracker.view_path if tracker else None)
         status = "FINISHED"
         if run.untracked:
+            how = (f"{prog('run')} --log-only {out}" if deferred else
+                   f"{prog('run')} --study {study_path} --output {out} --resume")
             print(f"MLflow is missing {len(run.untracked)} record(s) ({', '.join(run.untracked[:10])}): they are "
-                  f"kept in {out / 'trials.parquet'}; log them with: {prog('run')} --study {study_path} "
-                  f"--output {out} --resume", file=sys.stderr)
+                  f"kept in {out / 'trials.parquet'}; log them with: {how}", file=sys.stderr)
             return EXIT_UNTRACKED
         if best is None:
             return 3
@@ -145,10 +144,31 @@ def run_study(study: Study, data: dict[str, Any], study_path: Path, space: Space
         status = "KILLED"
         return interrupted(study, study_path, out, len(read_trials(out / "trials.parquet")))
     finally:
-        try:
-            tracker.finish(status)
-        except Exception as exc:  # noqa: BLE001 - MLflow down: the parent stays RUNNING; --resume closes it
-            log.warning("MLflow parent run not closed (%s): %s", status, str(exc)[:300])
+        if tracker is not None:
+            try:
+                tracker.finish(status)
+            except Exception as exc:  # noqa: BLE001 - MLflow down: the parent stays RUNNING; --resume closes it
+                log.warning("MLflow parent run not closed (%s): %s", status, str(exc)[:300])
+        else:
+            from tuner.tracking.deferred import update_record
+
+            update_record(out, status=status)
+
+
+def _log_deferred(out: Path, uri: str, outputs: list[Path], summary: dict[str, Any], run: Any) -> str:
+    """End of a deferred study: its records complete in tracking.json, then logged to MLflow if it answers
+    (else kept for `--log-only`). Returns the parent run id ("" while not logged)."""
+    from tuner.tracking.deferred import log_folder, read_record, update_record
+
+    update_record(out, status="FINISHED", outputs=[p.name for p in outputs], summary=summary)
+    try:
+        logged = log_folder(out, uri)
+    except Exception as exc:  # noqa: BLE001 - the tracking server out of reach: everything stays in the folder
+        log.warning("MLflow logging deferred (%s)", str(exc)[:300])
+        run.untracked = [t.trial_id for t in run.trials] or ["study outputs"]
+        return str(read_record(out).get("parent_run_id") or "")
+    run.untracked = []
+    return logged.parent_run_id
 
 
 def _close_stale_parent(tracker: StudyTracker, out: Path) -> None:

@@ -13,7 +13,7 @@ from tuner.trial.result import TrialResult
 
 
 def print_plan(study: Study, space: Space, out: Path, uri: str) -> None:
-    from tuner.search.driver import trial_resources
+    from tuner.run.resources import trial_resources
 
     print(f"study {study.name}: dry run (nothing started)")
     print(f"  engines: {', '.join(study.engine_names)}"
@@ -32,10 +32,7 @@ def print_plan(study: Study, space: Space, out: Path, uri: str) -> None:
     print(f"  budget: {study.budget.trials} trials, {study.budget.max_concurrent} at once"
           + (f", {study.budget.time_limit_s:g} s limit" if study.budget.time_limit_s else ""))
     for e in study.engine_names:
-        try:
-            res = trial_resources(study, e)
-        except Exception:  # noqa: BLE001 - no Ray cluster in a dry run: show the request
-            res = {"cpu": study.resources.cpus_per_trial, "gpu": study.resources.gpus_per_trial}
+        res = trial_resources(study, e, 0)  # a dry run starts no executor: the request as written
         print(f"  resources per {e} trial: {res['cpu']:g} CPU, {res['gpu']:g} GPU")
     print("  search space:")
     for line in space.describe():

@@ -4,7 +4,8 @@
 rejected before launch, configs the feasibility model predicts cannot run skipped, duplicates never
 relaunched, and each finished trial told with its SLA violations attached by `Trial.set_constraint`
 (Optuna 5; Ray Tune's OptunaSearch passes objective values only, hence our own Searcher).
-`ConstrainedSearcher` is the thin Ray Tune face over it; `make_searcher` builds both from a study.
+`make_core` builds it from a study; it imports no Ray (the local executor uses it as it is).
+`ConstrainedSearcher` and `make_searcher` (tuner.search.tune_searcher) are its thin Ray Tune face.
 
 The Optuna study lives in the output folder's `optuna.db` (Optuna's own RDB storage), so
 optuna-dashboard and Optuna's plots read it, and `--resume` continues from it (tuner.search.resume).
@@ -15,12 +16,10 @@ outcome) that tie it to its row in trials.parquet and its MLflow run.
 from __future__ import annotations
 
 import json
-import pickle
 from dataclasses import replace
 from typing import Any, Literal
 
 import optuna
-from ray.tune.search import Searcher
 
 from tuner.common.numeric import finite_float
 from tuner.search.ask_tell import Suggestion, TrialReport
@@ -332,46 +331,6 @@ class SearchCore:
         return out
 
 
-class ConstrainedSearcher(Searcher):
-    """Ray Tune face of `SearchCore`: suggest() -> config dict, on_trial_complete() -> tell."""
-
-    def __init__(self, core: SearchCore) -> None:
-        # No metric for Tune to enforce: failed trials report no objective, and that is their truth.
-        super().__init__(metric=None, mode=None)
-        self.core = core
-        self._numbers: dict[str, int] = {}
-
-    @property
-    def rejected(self) -> list[dict[str, Any]]:
-        return self.core.rejected
-
-    def set_search_properties(self, metric: str | None, mode: str | None, config: dict, **spec: Any) -> bool:
-        return True  # the space comes from the study, not from Tune's param_space
-
-    def suggest(self, trial_id: str) -> dict[str, Any] | str | None:  # type: ignore[override]
-        cfg = self.core.ask()
-        if cfg is None:
-            return Searcher.FINISHED
-        self._numbers[trial_id] = cfg.number
-        self.core.bind(cfg.number, trial_id)
-        return cfg.to_config()
-
-    def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
-        number = self._numbers.pop(trial_id, None)
-        if number is None:
-            return
-        self.core.tell(number, TrialReport.from_tune(result))  # no known outcome (the trainable raised): crashed
-
-    def save(self, checkpoint_path: str) -> None:
-        with open(checkpoint_path, "wb") as f:
-            pickle.dump({"core": self.core, "numbers": self._numbers}, f)
-
-    def restore(self, checkpoint_path: str) -> None:
-        with open(checkpoint_path, "rb") as f:
-            state = pickle.load(f)
-        self.core, self._numbers = state["core"], state["numbers"]
-
-
 def secretless(study: Study) -> Study:
     """The study with every engine env value masked and the tracking URI without credentials."""
     from tuner.tracking.credentials import strip_credentials
@@ -382,11 +341,11 @@ def secretless(study: Study) -> Study:
     return study.model_copy(update={"engines": engines, "tracking": tracking})
 
 
-def make_searcher(study: Study, space: Space, warm: list[tuple[str, dict[str, Any]]] | None = None,
-                  storage: optuna.storages.BaseStorage | str | None = None, gate: Any = None) -> ConstrainedSearcher:
-    """The study's searcher for Ray Tune (algorithm, seed, baseline, constraints from the study);
-    `warm` configs (engine, params) are launched first after the baseline (see tuner.search.prescreen);
-    `gate` (tuner.search.study_gate.gate_for, built on `secretless(study)`: Tune pickles it) judges each
+def make_core(study: Study, space: Space, warm: list[tuple[str, dict[str, Any]]] | None = None,
+              storage: optuna.storages.BaseStorage | str | None = None, gate: Any = None) -> SearchCore:
+    """The study's search core (algorithm, seed, baseline, constraints from the study); `warm` configs
+    (engine, params) are launched first after the baseline (see tuner.search.prescreen); `gate`
+    (tuner.search.study_gate.gate_for, built on `secretless(study)`: Tune pickles it) judges each
     candidate on the simulator first."""
     # Tune pickles the searcher to disk (tuner.pkl, searcher state): it holds the study without secrets.
     clean = secretless(study)
@@ -395,7 +354,7 @@ def make_searcher(study: Study, space: Space, warm: list[tuple[str, dict[str, An
     core = SearchCore(clean, space, storage=storage, gate=gate)
     if warm:
         core.warm_start(warm)
-    return ConstrainedSearcher(core)
+    return core
 
 
 def _in_range(sp: Any, values: dict[str, Any]) -> bool:

@@ -1,8 +1,8 @@
 """Ctrl-C and SIGTERM stop a study cleanly: running trials are stopped, finished ones kept, nothing promoted.
 
 Ray Tune's own SIGINT handler ends the search as if it had finished (and the flow would then promote);
-servetune takes SIGINT and SIGTERM itself instead. During the search a signal only raises a flag that a
-Tune stopper reads (trials are stopped, the driver returns normally); a second signal, or one outside the
+servetune takes SIGINT and SIGTERM itself instead. During the search a signal only raises a flag that the
+executor reads (a Tune stopper, or the local executor's loop: trials are stopped, the driver returns normally); a second signal, or one outside the
 search, raises KeyboardInterrupt. Either way the flow ends with exit status 130.
 """
 
@@ -14,14 +14,12 @@ import sys
 import threading
 from typing import Any
 
-from ray import tune
-
 EXIT_INTERRUPTED = 130
 _NAMES: dict[int, str] = {signal.SIGINT: "Ctrl-C (SIGINT)", signal.SIGTERM: "SIGTERM"}
 
 
 class Interrupt:
-    """Process-wide interrupt state. `searching` is True while Tune runs trials (the graceful path)."""
+    """Process-wide interrupt state. `searching` is True while an executor runs trials (the graceful path)."""
 
     signum: int | None = None
     searching = False
@@ -52,16 +50,3 @@ class Interrupt:
     @classmethod
     def name(cls) -> str:
         return _NAMES.get(cls.signum, "interrupt") if cls.signum is not None else "Ctrl-C (SIGINT)"
-
-
-class InterruptStopper(tune.Stopper):
-    """Stops the whole Tune experiment once a signal arrived. Pickles to nothing (the flag is per process)."""
-
-    def __call__(self, trial_id: str, result: dict[str, Any]) -> bool:
-        return False
-
-    def stop_all(self) -> bool:
-        return Interrupt.signum is not None or Interrupt.failure is not None
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {}

@@ -178,11 +178,17 @@ class Budget(Strict):
 class Resources(Strict):
     gpus_per_trial: float = Field(default=0, ge=0)  # 0 = the engine's tensor parallel size on GPU engines
     cpus_per_trial: float = Field(default=1, gt=0)
+    # where trials run (tuner.run.executor): ray = Ray Tune trials; local = subprocesses on this host, no Ray
+    executor: Literal["ray", "local"] = "ray"
+    trial_timeout_s: float | None = Field(default=None, gt=0)  # local executor: a trial process past this is stopped
 
 
 class Tracking(Strict):
     mlflow_uri: str | None = None  # default: sqlite under the output folder
     experiment: str | None = None  # default: the study name
+    # live: each trial logged to MLflow as it finishes; deferred: trials kept in the output folder and
+    # logged at the end of the study, or later by `--log-only <output>` (a tracking server out of reach)
+    mode: Literal["live", "deferred"] = "live"
 
 
 class Canary(Strict):

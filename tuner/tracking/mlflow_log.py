@@ -44,8 +44,9 @@ _SQL = ("postgresql", "mysql", "mssql", "oracle")
 _URI_FIX = "use http(s)://host:port (an MLflow server), sqlite:///path/mlflow.db, or leave it out (SQLite in the output folder)"
 
 
-def check_uri(uri: str, where: str = "--mlflow-uri") -> None:
-    """Fail before any engine starts on a tracking URI MLflow cannot use or a server that does not answer."""
+def check_uri(uri: str, where: str = "--mlflow-uri", *, reach: bool = True) -> None:
+    """Fail before any engine starts on a tracking URI MLflow cannot use or (`reach`) a server that does not
+    answer; deferred tracking checks the URI's form only (its server may be out of reach until the end)."""
     try:
         shown = strip_credentials(uri)
     except ValueError as exc:  # urlsplit: an unclosed IPv6 bracket, a port out of range
@@ -55,7 +56,8 @@ def check_uri(uri: str, where: str = "--mlflow-uri") -> None:
     if scheme.startswith("databricks"):
         raise SpecError(f"Databricks tracking ({shown}) is not supported by servetune", where, _URI_FIX)
     if scheme in ("http", "https"):
-        _check_server(uri, shown, where)
+        if reach:
+            _check_server(uri, shown, where)
     elif scheme == "sqlite":
         if not uri.startswith("sqlite:///") or len(uri) <= len("sqlite:///"):
             raise SpecError(f"malformed SQLite URI {shown!r}", where, "write sqlite:///absolute/path/mlflow.db")

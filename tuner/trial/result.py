@@ -36,6 +36,9 @@ class TrialResult:
     notes: list[str] = field(default_factory=list)  # e.g. constraint repairs
     binding: str = ""  # the SLA term that bound the capacity, in words (tuner.trial.binding)
     output_check: str = ""  # verdict of the output check against the baseline (tuner.spec.levers)
+    gpus: list[int] = field(default_factory=list)  # GPUs the trial held (Ray's or the local executor's assignment)
+    started_at: float | None = None  # epoch seconds: when the trial began and ended (overlap, GPU timeline)
+    ended_at: float | None = None
 
     @property
     def labels(self) -> list[str]:
@@ -79,6 +82,9 @@ class TrialResult:
             "binding": self.binding,
             "output_labels": ",".join(self.labels),
             "output_check": self.output_check,
+            "gpus": ",".join(map(str, self.gpus)),
+            "started_at": self.started_at,
+            "ended_at": self.ended_at,
         }
         for k, v in self.params.items():
             row[f"param.{k}"] = str(v)
@@ -113,7 +119,15 @@ class TrialResult:
             notes=json.loads(row.get("notes_json") or "[]"),
             binding=row.get("binding") or "",
             output_check=row.get("output_check") or "",
+            gpus=[int(g) for g in (row.get("gpus") or "").split(",") if g],
+            started_at=finite_float(row.get("started_at")),
+            ended_at=finite_float(row.get("ended_at")),
         )
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> TrialResult:
+        """`to_json` back (a trial reported by a Ray actor or a local worker process)."""
+        return cls(**{**d, "outcome": TrialOutcome(d["outcome"])})
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)

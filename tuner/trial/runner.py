@@ -1,6 +1,7 @@
 """One trial: start the engine with one config, find its SLA capacity under load, always stop it.
 
-Runs inside a Ray actor (tuner.search.trainable) or directly (confirmation runs, benchmarks). Every
+Runs inside a Ray actor (tuner.run.ray_executor), a local worker process (tuner.trial.worker, for the
+local executor) or directly (benchmarks). Every
 way a trial can end is mapped to a TrialOutcome with a one-line reason; nothing here raises for an
 engine failure.
 """
@@ -8,6 +9,8 @@ engine failure.
 from __future__ import annotations
 
 import logging
+import os
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,13 +42,18 @@ class TrialPlan:
     incumbent_capacity: float | None = None
 
 
+def trial_dir(output_dir: Path, number: int, trial_id: str) -> Path:
+    """Where one trial's files go (engine log, requests.parquet, plots)."""
+    return output_dir / "trials" / f"{number:03d}-{trial_id}"
+
+
 def run_trial(study: Study, plan: TrialPlan, trial_dir: Path, *, base_dir: Path | None = None) -> TrialResult:
     """Run one trial end to end and return its result (never raises for an engine failure)."""
     trial_dir.mkdir(parents=True, exist_ok=True)
     result = TrialResult(
         trial_id=plan.trial_id, number=plan.number, engine=plan.engine, params=plan.params, args=plan.args,
         outcome=TrialOutcome.START_FAILED, baseline=plan.baseline, seed=plan.seed, notes=list(plan.notes),
-        output_check=levers.output_check(study, plan.args),
+        output_check=levers.output_check(study, plan.args), gpus=assigned_gpus(), started_at=time.time(),
     )
     t0 = time.monotonic()
     from tuner.engines import get_engine
@@ -63,6 +71,7 @@ def run_trial(study: Study, plan: TrialPlan, trial_dir: Path, *, base_dir: Path 
         log.exception("trial %s failed", plan.trial_id)
         result.outcome, result.reason = TrialOutcome.CRASHED, f"{type(exc).__name__}: {exc}"
     result.wall_s = time.monotonic() - t0
+    result.ended_at = time.time()
     result.notes += [n for n in plan.notes if n not in result.notes]  # e.g. a rung stop during the search
     return result
 
@@ -123,7 +132,7 @@ def _run_server(study: Study, plan: TrialPlan, trial_dir: Path, result: TrialRes
     log_path = trial_dir / "engine.log"
     result.log_path = str(log_path)
     launch = LaunchSpec(model=study.model, host=host, port=port, log_path=log_path, settings=settings,
-                        gpu_ids=_gpu_ids())
+                        gpu_ids=assigned_gpus())
     with engine.server(plan.args, launch, port_socket=sock) as srv:
         result.start_s = srv.start_seconds
         try:
@@ -139,15 +148,20 @@ def _run_server(study: Study, plan: TrialPlan, trial_dir: Path, result: TrialRes
         _finish(study, cap, result, trial_dir, server_failure=srv.failure())
 
 
-def _gpu_ids() -> list[int]:
-    try:
-        import ray
+GPUS_ENV = "SERVETUNE_TRIAL_GPUS"  # the local executor's assignment (it also sets CUDA_VISIBLE_DEVICES)
 
-        if ray.is_initialized():
-            return [int(g) for g in ray.get_gpu_ids()]
-    except Exception:  # noqa: BLE001 - outside a Ray worker there are no assigned GPUs
-        pass
-    return []
+
+def assigned_gpus() -> list[int]:
+    """The GPUs this trial holds: Ray's assignment inside a Ray worker, else the local executor's."""
+    if "ray" in sys.modules:  # never import Ray here: the local executor runs where Ray is not installed
+        try:
+            import ray
+
+            if ray.is_initialized():
+                return [int(g) for g in ray.get_gpu_ids()]
+        except Exception:  # noqa: BLE001 - a driver-side call (no worker context): no assigned GPUs
+            pass
+    return [int(g) for g in os.environ.get(GPUS_ENV, "").split(",") if g.strip()]
 
 
 def _finish(study: Study, cap: Any, result: TrialResult, trial_dir: Path,
