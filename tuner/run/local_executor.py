@@ -146,9 +146,12 @@ class LocalExecutor:
                         free = sorted(free + p.gpus)
                         self._finish(job, p.cfg, result)
                 time.sleep(POLL_S)
-        finally:
-            for p in running.values():  # interrupted, out of time, or a fault: stopped, not recorded
-                _stop(p)
+        except BaseException:  # a second Ctrl-C (KeyboardInterrupt) or a driver fault: stop them now
+            for p in running.values():
+                _stop(p, grace_s=1.0)
+            raise
+        for p in running.values():  # interrupted, out of time, or a fault: stopped, not recorded
+            _stop(p)
 
     def _plan(self, job: SearchJob, cfg: Suggestion) -> TrialPlan:
         trial_id = secrets.token_hex(4)
@@ -238,9 +241,9 @@ class LocalExecutor:
         return confirm
 
 
-def _stop(p: _Proc) -> None:
+def _stop(p: _Proc, grace_s: float = STOP_GRACE_S) -> None:
     """SIGTERM to the trial's process group (its engine server included), SIGKILL after a grace period."""
-    for sig, wait in ((signal.SIGTERM, STOP_GRACE_S), (signal.SIGKILL, 5.0)):
+    for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
         if p.proc.poll() is not None:
             break
         try:
