@@ -25,7 +25,7 @@ LOAD_SCALED = ("output_throughput", "total_token_throughput", "request_throughpu
 class StopTrial(Exception):
     """Raised by `RungStop` to end a capacity search early; carries what was learned."""
 
-    def __init__(self, reason: str, lower: float | None, upper: float) -> None:
+    def __init__(self, reason: str, lower: float | None, upper: float | None) -> None:
         self.reason, self.lower, self.upper = reason, lower, upper
         super().__init__(reason)
 
