@@ -22,7 +22,8 @@ from tuner.trial.result import TrialResult
 from tuner.trial.table import read_trials
 
 pytestmark = pytest.mark.slow
-FAKE_GPUS = {"ray": {"RAY_OVERRIDE_RESOURCES": json.dumps({"GPU": 2})}, "local": {"CUDA_VISIBLE_DEVICES": "0,1"}}
+FAKE_GPUS = {"ray": {"RAY_OVERRIDE_RESOURCES": json.dumps({"GPU": 2}), "RAY_raylet_start_wait_time_s": "180"},
+             "local": {"CUDA_VISIBLE_DEVICES": "0,1"}}  # a generous raylet start wait on a busy machine
 # A sitecustomize that makes `import ray` fail, and says so in a file, in the driver and every process it starts.
 BLOCK_RAY = '''
 import os, sys
