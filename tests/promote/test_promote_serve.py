@@ -88,6 +88,7 @@ def staged(cluster: ServeCluster, mlflow_uri: str, tmp_path_factory: pytest.Temp
     study_run, trial_run = _finished_study(mlflow_uri, tmp, "life", 64)
     proc = _promote_cli(cluster, "--study-run", study_run, "--mlflow-uri", mlflow_uri, "--deploy",
                         "--output", str(tmp / "p1"), *CANARY)
+    print(proc.stdout)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     mv = MlflowClient(tracking_uri=mlflow_uri).get_model_version_by_alias("life-config", STAGING)
     assert str(mv.version) == "1" and mv.tags["servetune.trial_run_id"] == trial_run  # found by its tag
@@ -160,6 +161,7 @@ def test_a_canary_that_misses_the_sla_rolls_back_to_the_previous_app(cluster: Se
         "flavour": "vllm", "gpu": "H200", "mode": "server", "time_scale": 5.0})
     proc = _promote_cli(cluster, "--study-run", slow, "--mlflow-uri", mlflow_uri, "--deploy",
                         "--output", str(tmp_path / "slow"), "--canary-seconds", "10")
+    print(proc.stdout)  # the verdict and figures, shown with pytest -rP
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "canary FAILED" in proc.stdout and "canary missed the SLA" in proc.stdout, proc.stdout
     assert "p99_ttft_ms" in proc.stdout and "rolled back" in proc.stdout, proc.stdout
