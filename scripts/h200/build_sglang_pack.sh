@@ -13,7 +13,7 @@
 # nvidia-mathdx, nvidia-cutlass-dsl, flash-attn-4, quack-kernels, humming-kernels, tokenspeed-mla,
 # sgl-deep-gemm, helion, torchao, kernels, modelscope, mistral_common, anthropic, datasets, outlines,
 # llguidance, openai-harmony, torchcodec, blobfile, smg-grpc-servicer, py-spy (docs/sglang-h200.md).
-# usage: bash scripts/h200/build_sglang_pack.sh   (from the repo root; needs ~3 GB in $W, ~10 min)
+# usage: [XZ_LEVEL=1] [CHUNK_MIB=30] bash scripts/h200/build_sglang_pack.sh   (from the repo root; ~3 GB in $W)
 set -euo pipefail
 W=${W:-/tmp/sgl_pack}
 O=.gpu/sgl
@@ -57,7 +57,7 @@ rm -rf bin sgl_kernel/flash_ops.abi3.so sgl_kernel/sm100 sgl_kernel/flashmla_ops
 find . -name __pycache__ -type d -prune -exec rm -rf {} +
 echo "tree: $(du -sb . | cut -f1) bytes"
 # 4) compress, record the sum, cut into equal chunks of at most CHUNK_MIB MiB
-tar -cf - . | xz -9 -T0 > $W/site.tar.xz
+tar -cf - . | xz -${XZ_LEVEL:-9} -T0 > $W/site.tar.xz  # XZ_LEVEL=1: minutes, not tens of minutes, on a loaded 2-core machine
 cd - >/dev/null
 SZ=$(stat -c %s $W/site.tar.xz)
 N=$(( (SZ + CHUNK_MIB * 1048576 - 1) / (CHUNK_MIB * 1048576) ))
