@@ -29,6 +29,9 @@ cd /tmp/st  # the study's relative model path (.gpu/model) resolves here, for th
 export PYTHONPATH=/tmp/st:$SITE RAY_USAGE_STATS_ENABLED=0 PYTHONUNBUFFERED=1
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export RAY_DASHBOARD_ADDRESS=http://127.0.0.1:8265
+# tuner.run's ray.init leaves ~/.ray/auth_token; `ray start --head` then turns token auth on, and a client
+# without RAY_AUTH_MODE=token is refused (seen on the H200, round 3)
+[ -f "$HOME/.ray/auth_token" ] && export RAY_AUTH_MODE=token
 URI=$(python3 -c "import json; print(json.load(open('$D/state.json'))['tracking_uri'])")
 RUN=$(python3 -c "import json; print(json.load(open('$D/state.json'))['parent_run_id'])")
 CANARY=(--canary-seconds "${CANARY_S:-60}")
