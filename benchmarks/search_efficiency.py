@@ -1,25 +1,22 @@
-"""Search efficiency on the levers space, simulated engine in virtual time: constrained TPE vs random.
+"""Search efficiency on the levers space against the exhaustive grid optimum (simulated engine, virtual time).
 
 For the seeds' static (studies/static-levers.yaml), dynamic (studies/default.yaml) and mixed (the default
-study with the `mixed` profile) workloads, with `allow: [fp8_weights, fp8_kv_cache]` (the space of issue
-15: scheduler knobs, FP8 weights and KV cache, prefill caps, CUDA-graph size, stream interval), every
-config is scored as a trial would be (simulator start checks, then the capacity search), without Ray: the
-same SearchCore drives Optuna by ask/tell, `max_concurrent` configs at a time (so the constant liar is
-exercised). Scores are cached per config; the workload seed is fixed, so every method and sampler seed
-searches the same landscape.
+study with the `mixed` profile) workloads, with `allow: [fp8_weights, fp8_kv_cache]`, the landscape is
+the grid of benchmarks/search_grid.py: every knob at a few levels, knobs a one-at-a-time screen found
+flat (< 1 % effect at every base) held at default, the rest enumerated exhaustively on the simulator
+(cached under benchmarks/results/search/); a config a searcher launches is scored at its nearest levels,
+so the grid optimum is exact for what is searched and every search is a table lookup. The objective is
+output tokens/s at the SLA capacity interpolated between the last passing and first failing load point
+(the load grid alone makes many configs tie). The same SearchCore as a study drives each Optuna sampler
+by ask/tell, `max_concurrent` at a time (constant liar, constraints, feasibility model, dedup).
 
-The space (15 knobs, 4 of them continuous or wide integers) has no enumerable grid, so the reference
-optimum is the best objective over a large random sample (`--ref-sample`) and every config any method
-launched; ratios are best-found / that reference. Load points are shortened (`--requests-per-point`,
-`--duration-s`) so the 3 x 10 x 3 x 30 searches fit a shared 2-core box; that changes the landscape a
-little (shorter points queue less) but it is one landscape for every method.
-
-Methods: `tpe` (the study default: SearchCore's make_sampler), `tpe-mv` (multivariate TPE with `group`
-for the conditional knobs, constant liar), `random`. Printed per workload: the median and mean ratio
-after 10/20/30 trials, seeds >= 95 % at 30, the paired per-seed difference to random at 20 (mean +- 2
-standard errors: "beats random by more than seed noise" means the interval excludes 0), and the SLA
-capacity of the best config over the engine-default baseline's. Last line: the worst workload's hits,
-medians at 20 over all workloads' seeds, and the geometric mean of tuned_vs_default over workloads.
+Methods: `tpe` (make_sampler: the study default), `random`, `cmaes` (CMA-ES with margin on the numeric
+knobs, categoricals independent), `tpe-mv` (multivariate TPE, group, constant liar), `qmc` (scrambled
+Sobol), `tpe-mv5` (tpe-mv with 5 startup trials instead of the study's 8/10), `nsga2` (NSGA-II).
+Printed per workload: median and mean ratio to the grid optimum after 10/20/30 trials, seeds >= 95 %
+at 30, paired per-seed difference to random (mean +- 1 SE) at 10/20/30. Last line: the first method's
+worst-workload hits, pooled medians at 20, and the geometric mean over workloads of its median best /
+engine defaults.
 
     .venv/bin/python benchmarks/search_efficiency.py [--seeds 10] [--workloads static,dynamic,mixed]
 """

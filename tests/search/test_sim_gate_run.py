@@ -1,7 +1,9 @@
 """The simulator gate in a real-engine study: `python -m tuner.run` on a "vLLM" that is the simulated
-engine's HTTP server with perturbed cost terms (tests/search/perturbed_sim.py), so the calibrated
-simulator mispredicts it by a known amount. The gate must skip candidates it can rule out, say why,
-and record predicted vs measured per launched trial."""
+engine's HTTP server with perturbed cost terms (tests/search/perturbed_sim.py; time scale 5, so the
+calibrated simulator under-predicts it by a large, unknown factor). The gate must skip candidates it can
+rule out (here: configs the simulator says cannot start), say why, end the search when nothing is left,
+and record predicted vs measured per launched trial. The upper-bound path is checked without Ray in
+test_sim_gate.py."""
 
 from __future__ import annotations
 
@@ -22,18 +24,19 @@ HERE = Path(__file__).resolve().parent
 def gate_study(tmp: Path, **search: object) -> Path:
     data = {
         "name": "gate-http", "seed": 0, "engine": "vllm",
-        "engines": {"vllm": {"command": [sys.executable, str(HERE / "perturbed_sim.py")],
+        "engines": {"vllm": {"command": [sys.executable, str(HERE / "perturbed_sim.py"), "--time-scale", "5"],
                              "check_args": False}},
         "model": {"name": "Qwen/Qwen3-8B", "served_name": "qwen3-8b", "max_model_len": 16384, "dtype": "bfloat16"},
         "workload": {"profile": "dynamic", "arrivals": {"process": "poisson"}, "warmup_requests": 4},
-        "capacity": {"mode": "rate", "low": 2, "high": 16, "tolerance": 0.25, "max_points": 3,
-                     "requests_per_point": 24, "request_timeout_s": 60},
-        # tight enough that the simulator's capacities differ between configs (2, 3 or 4 req/s); in real
-        # time (no time scale) so the "real engine" differs from the simulator only by its cost terms
-        "sla": ["p99_ttft_ms <= 500", "p99_itl_ms <= 40", "p99_e2el_ms <= 20000"],
+        "capacity": {"mode": "rate", "low": 1, "high": 16, "tolerance": 0.25, "max_points": 3,
+                     "requests_per_point": 20, "request_timeout_s": 60},
+        "sla": ["p99_ttft_ms <= 1000", "p99_itl_ms <= 100", "p99_e2el_ms <= 20000"],
+        # memory knobs near the top: the simulator predicts most sampled configs run out of memory at start
+        "search_space": {"overrides": {"gpu_memory_utilization": {"low": 0.96, "high": 0.97},
+                                       "max_cudagraph_capture_size": {"low": 1900, "high": 2048}}},
         "objective": {"metric": "output_throughput"},
         "search": {"algorithm": "tpe", "n_startup_trials": 3, **search},
-        "budget": {"trials": 6, "max_concurrent": 1},
+        "budget": {"trials": 4, "max_concurrent": 1},
         "resources": {"cpus_per_trial": 1},
         "promotion": {"enabled": False},
     }
@@ -44,7 +47,7 @@ def gate_study(tmp: Path, **search: object) -> Path:
 
 def test_gate_skips_what_the_simulator_rules_out(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    proc = run_cli("--study", str(gate_study(tmp_path, sim_gate={"prior_error": 0.1, "max_skips": 3})), "--output", str(out),
+    proc = run_cli("--study", str(gate_study(tmp_path, sim_gate={"max_skips": 1})), "--output", str(out),
                    "--no-promote")
     assert proc.returncode in (0, 3), proc.stdout[-3000:] + proc.stderr[-3000:]
     rows = pq.read_table(out / "trials.parquet").to_pylist()
@@ -54,7 +57,7 @@ def test_gate_skips_what_the_simulator_rules_out(tmp_path: Path) -> None:
     measured = [r for r in log if r["event"] == "measured"]
     # the gate really skips: fewer real trials than the budget, each skip with its reason
     assert skipped, "no candidate was skipped"
-    assert len(rows) == len(launched) < 6
+    assert len(rows) == len(launched) < 4  # the search ended on the skip, GPU time unspent
     assert all(r["reason"].startswith(("upper bound", "simulator")) for r in skipped), skipped
     assert all(r["upper"] is None or r["incumbent"] is not None and r["upper"] <= r["incumbent"] for r in skipped)
     # every launched trial carries its prediction (trials.parquet notes) and its measurement in the log
