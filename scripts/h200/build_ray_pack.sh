@@ -1,6 +1,6 @@
 #!/bin/bash
 # LOCAL, after .gpu/recipe/build_pack.sh: add Ray to what travels, for two trials at once through Ray
-# on the 2-GPU host (device_study.py --executor ray). Ray 2.60.0's cp312 wheel is 79.3 MB, more than a
+# on the 2-GPU host (python -m tuner.run with Ray Tune trials). Ray 2.60.0's cp312 wheel is 79.3 MB, more than a
 # command carries beside the vLLM pack; trimmed of what a local Ray core never loads (the Java jars, the
 # dashboard's web client, RLlib, Ray LLM) and xz-compressed it is ~25 MB. The vLLM pack (.gpu/c/part_*)
 # and the Ray tarball are then re-cut into NPARTS equal chunks, .gpu/p/part_*, so that each command

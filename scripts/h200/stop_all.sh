@@ -4,7 +4,7 @@
 # the command that runs it is not matched itself; this script's own ancestors are spared.
 keep=" $$ "; p=$$
 while [ "$p" -gt 1 ]; do p=$(ps -o ppid= -p "$p" | tr -d ' '); keep="$keep$p "; done
-for pid in $(pgrep -f 'run_detached|run_study|device_study|raylet|gcs_server|ray::|default_worker|vllm|dashboard/agent'); do
+for pid in $(pgrep -f 'tuner\.run|raylet|gcs_server|ray::|default_worker|vllm|dashboard/agent'); do
   case "$keep" in *" $pid "*) ;; *) kill -9 "$pid" 2>/dev/null ;; esac
 done
 for _ in $(seq 90); do
