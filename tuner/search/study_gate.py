@@ -101,12 +101,23 @@ class StudyGate:
 
 def gate_for(study: Study, space: Space, out: Path | None) -> StudyGate | None:
     """The study's gate, or None: off by setting, on the simulated engine by default, or when the
-    simulator cannot model the study's model (an error when the study asked for the gate explicitly)."""
+    simulator cannot model the study's engine or model (an error when the study asked for the gate
+    explicitly)."""
     from tuner.engines import engine_class
 
     enabled = study.search.sim_gate.enabled
     real = any(not engine_class(e).simulated for e in study.engine_names)
     if enabled is False or (enabled is None and not real):
+        return None
+    from tuner.sim.knobs import FLAVOURS
+
+    # the simulator imitates vLLM and SGLang; another engine (a plug-in) has no model to gate with
+    unknown = sorted({space.engines[e].flavour for e in study.engine_names} - set(FLAVOURS))
+    if unknown:
+        if enabled:
+            raise SpecError(f"search.sim_gate: the simulator imitates {list(FLAVOURS)}, not {unknown}",
+                            "search.sim_gate.enabled", "set search.sim_gate.enabled: false for this engine")
+        log.info("sim gate off: the simulator does not imitate %s", ", ".join(unknown))
         return None
     try:
         from tuner.sim import shape_for
