@@ -27,14 +27,16 @@ def fixed(inp: int, out: int, warmup: int = 0, **extra: Any) -> Workload:
 
 def test_timings_match_injected_delays_within_1ms(fake_server: Callable[..., Any], realtime: Any) -> None:
     """Moderate load (32 req/s of 250 ms: ~8 streams, 640 tokens/s): every chunk's receive time is within
-    1 ms of the server's write at P99 (the client's own timing error), and the P99 of TTFT, ITL and E2E
-    is within 2 ms of the injected delays. The extra millisecond is the fake server's own HTTP handling
-    (request parsing before its clock starts, the usage and [DONE] chunks after the last token): on a
-    quiet 2-core machine all terms were under 1 ms, in a CI run TTFT/E2E read 0.6-1.5 ms over while the
-    receive-after-write error stayed at 0.2-0.4 ms.
+    1 ms of the server's write at P99 (the client's own timing error), and the client's P99 TTFT and ITL
+    are within 1 ms of the same percentiles of what the server really did (its write times, from the
+    client's send), its P99 E2E within 3 ms (the server writes the usage and [DONE] chunks after the last token:
+    1.4-1.6 ms on an idle machine).
 
-    Other processes share this machine's two cores: the client and server run under SCHED_FIFO where
-    permitted, and a run hit by a stall is repeated (at most 5). A systematic error fails every run.
+    The server's own lateness against the injected 50/10 ms is not the client's error: a CI run read
+    P99 TTFT/ITL 1.7-2.9 ms over the injected delays while the receive-after-write error was 0.15 ms,
+    so the injected delays are only a sanity check on the server (P50 within 5 ms). Other processes
+    share this machine's two cores: client and server run under SCHED_FIFO where permitted, and a run
+    hit by a stall is repeated (at most 5). A systematic error fails every run.
     """
     srv = fake_server("--ttft-ms", "50", "--itl-ms", "10", "--realtime")
     w = validate(Workload, {"classes": [{"name": "a", "weight": 1, "input": {"dist": "fixed", "value": 64},
@@ -49,14 +51,21 @@ def test_timings_match_injected_delays_within_1ms(fake_server: Callable[..., Any
         s = summarize(records)
         assert s["completed"] == 64 and s["failed"] == 0
         sent = srv.get("/timings")
-        gaps = [target.t0 + t - wrote for r in records if not r.warmup  # the last attempt's writes
-                for t, wrote in zip(r.token_times, sent[f"st-{r.id}"][-20:], strict=True)]
-        err = {"ttft": s["p99_ttft_ms"] - 50, "itl": s["p99_itl_ms"] - 10, "e2e": s["p99_e2el_ms"] - 240,
-               "recv_after_write": float(np.percentile(gaps, 99)) * 1e3}
+        measured = [r for r in records if not r.warmup]
+        writes = {r.id: sent[f"st-{r.id}"][-20:] for r in measured}  # the last attempt's writes
+        gaps = [target.t0 + t - wrote for r in measured for t, wrote in zip(r.token_times, writes[r.id], strict=True)]
+        truth_ttft = [writes[r.id][0] - (target.t0 + r.sent_s) for r in measured]
+        truth_itl = [b - a for r in measured for a, b in zip(writes[r.id], writes[r.id][1:], strict=False)]
+        truth_e2e = [writes[r.id][-1] - (target.t0 + r.sent_s) for r in measured]
+        p99 = lambda xs: float(np.percentile(xs, 99)) * 1e3  # noqa: E731
+        err = {"ttft": s["p99_ttft_ms"] - p99(truth_ttft), "itl": s["p99_itl_ms"] - p99(truth_itl),
+               "e2e": s["p99_e2el_ms"] - p99(truth_e2e), "recv_after_write": p99(gaps),
+               "server_late_ttft": p99(truth_ttft) - 50}
         errors.append(err)
-        # measured can only be later than injected (server and client work add, never subtract)
-        assert s["p50_ttft_ms"] > 50 - 0.05 and s["p50_e2el_ms"] > 240 - 0.05 and min(gaps) > 0, err
-        if err["recv_after_write"] < 1.0 and all(abs(err[k]) < 2.0 for k in ("ttft", "itl", "e2e")):
+        # measured can only be later than what the server did (client work adds, never subtracts)
+        assert min(gaps) > 0 and err["ttft"] > -0.05 and err["e2e"] > -0.05, err
+        assert abs(float(np.median(truth_ttft)) * 1e3 - 50) < 5, err  # the server keeps its injected delays
+        if err["recv_after_write"] < 1.0 and abs(err["ttft"]) < 1.0 and abs(err["itl"]) < 1.0 and err["e2e"] < 3.0:
             return
     pytest.fail(f"P99 timing error over the bound in every run: {errors}")
 

@@ -329,7 +329,7 @@ CASES: list[Case] = [
          "--output: output folder {tmp}/a-file/out is not writable (Not a directory) | fix: choose a folder you can write to"),
     Case("gpus-beyond-cluster", "a trial needing more GPUs than the Ray cluster has",
          (put("resources.gpus_per_trial", 64),),
-         "resources.gpus_per_trial: a trial needs 64 GPU(s) but the Ray cluster has 0 | fix: lower gpus_per_trial / tensor_parallel_size or add GPU nodes", needs_ray=True),
+         "resources.gpus_per_trial: a trial needs 64 GPU(s) but the Ray cluster has 0 | fix: lower gpus_per_trial / tensor_parallel_size or add GPUs", needs_ray=True),
 ]
 
 
