@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tuner.common.procs import descendants
+
 VENV_BIN = Path(sys.executable).parent
 
 
@@ -31,27 +33,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def descendants(pid: int) -> list[int]:
-    """All live descendants of `pid`, read from /proc (children before their parents' siblings)."""
-    parent_of: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(")") + 2:].split()
-        parent_of[int(entry)] = int(fields[1])
-    out, frontier = [], [pid]
-    while frontier:
-        p = frontier.pop()
-        kids = [c for c, pp in parent_of.items() if pp == p]
-        out += kids
-        frontier += kids
-    return out
 
 
 @dataclass

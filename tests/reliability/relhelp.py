@@ -9,6 +9,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from tuner.common import procs
 from tuner.spec.study import Study
 
 # For a CLI run that starts Ray: "local" gives the driver a Ray of its own, never another cluster on this
@@ -80,20 +81,7 @@ def wait_gone(pids: list[int], timeout_s: float = 15) -> list[int]:
 
 def descendants(pid: int) -> list[int]:
     """pid and every live process below it (by /proc parent links)."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                ppid = int((entry / "stat").read_text().rsplit(")", 1)[-1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry.name))
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        out.append(p)
-        todo += children.get(p, [])
-    return out
+    return [pid, *procs.descendants(pid)]
 
 
 def listening(pids: list[int]) -> list[str]:

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from tuner.common.errors import SpecError
+from tuner.common.procs import descendants
 
 DASHBOARD_ENV = "RAY_DASHBOARD_ADDRESS"
 
@@ -187,32 +188,13 @@ def kill_replicas(admin: Any, app_name: str) -> list[int]:
             if ip and ip not in local and not _own_ip(ip):
                 print(f"  replica {rep.get('replica_id')} runs on {ip}, not here: not killed")
                 continue
-            for victim in _descendants(int(pid)) or [int(pid)]:
+            for victim in descendants(int(pid)) or [int(pid)]:
                 try:
                     os.kill(victim, signal.SIGKILL)
                     killed.append(victim)
                 except ProcessLookupError:
                     pass
     return killed
-
-
-def _descendants(pid: int) -> list[int]:
-    """Live descendants of `pid`, from /proc (Linux)."""
-    parent_of: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            parent_of[int(entry)] = int(stat[stat.rfind(")") + 2:].split()[1])
-    out, frontier = [], [pid]
-    while frontier:
-        parent = frontier.pop()
-        kids = [c for c, pp in parent_of.items() if pp == parent]
-        out += kids
-        frontier += kids
-    return out
 
 
 def _own_ip(ip: str) -> bool:
