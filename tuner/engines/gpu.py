@@ -54,15 +54,20 @@ def _state(nv: Any, index: int) -> GpuState:
     return GpuState(index, used, tuple(sorted({int(p.pid) for p in procs})))
 
 
-def available() -> bool:
-    """True when NVML answers and sees at least one GPU."""
+def count() -> int:
+    """How many GPUs NVML sees (0 without NVML, a driver or a device)."""
     with _nvml() as nv:
         if nv is None:
-            return False
+            return 0
         try:
-            return int(nv.nvmlDeviceGetCount()) > 0
+            return int(nv.nvmlDeviceGetCount())
         except Exception:  # noqa: BLE001
-            return False
+            return 0
+
+
+def available() -> bool:
+    """True when NVML answers and sees at least one GPU."""
+    return count() > 0
 
 
 def snapshot(gpu_ids: Sequence[int]) -> dict[int, GpuState]:

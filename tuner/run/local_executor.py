@@ -27,6 +27,7 @@ from typing import IO, Any
 
 from tuner.common.errors import SpecError
 from tuner.common.redact import redact_text
+from tuner.engines import gpu
 from tuner.run.executor import SearchJob
 from tuner.run.resources import check_fit, layout_gpus, trial_resources
 from tuner.search.ask_tell import Suggestion, TrialReport
@@ -58,16 +59,7 @@ def host_gpus() -> list[int]:
                 break  # CUDA ignores the entries after an invalid one
             ids.append(int(item))
         return ids
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        try:
-            return list(range(pynvml.nvmlDeviceGetCount()))
-        finally:
-            pynvml.nvmlShutdown()
-    except Exception:  # noqa: BLE001 - no NVIDIA driver or library: a host without GPUs
-        return []
+    return list(range(gpu.count()))
 
 
 @dataclass
