@@ -38,11 +38,15 @@ sys.meta_path.insert(0, _NoRay())
 '''
 
 
-def gpu_study(tmp: Path, trials: int = 4) -> Path:
+def gpu_study(tmp: Path, trials: int = 4, server: bool = False) -> Path:
+    """`server`: the simulator's HTTP face, so a trial lasts seconds of real time (a server start and a
+    paced load) and trials started a few seconds apart really overlap; virtual time ends one in ~0.3 s."""
+    sim = {"flavour": "vllm", "gpu": "H200", "mode": "server", "time_scale": 50} if server else None
     return small_study(tmp, name="gpus", budget={"trials": trials, "max_concurrent": 2},
                        resources={"gpus_per_trial": 1}, promotion={"enabled": False},
-                       capacity={"mode": "rate", "low": 1, "high": 8, "tolerance": 0.25, "max_points": 3,
-                                 "requests_per_point": 60, "request_timeout_s": 60})
+                       capacity={"mode": "rate", "low": 2, "high": 8, "tolerance": 0.25, "max_points": 2,
+                                 "requests_per_point": 24, "request_timeout_s": 60},
+                       **({"sim": sim} if sim else {}))
 
 
 def overlap(a: TrialResult, b: TrialResult) -> bool:
@@ -53,7 +57,7 @@ def overlap(a: TrialResult, b: TrialResult) -> bool:
 @pytest.mark.parametrize("executor", ["ray", "local"])
 def test_two_gpus_run_two_trials_at_once(tmp_path: Path, executor: str) -> None:
     out = tmp_path / "out"
-    proc = run_cli("--study", str(gpu_study(tmp_path)), "--output", str(out), "--executor", executor,
+    proc = run_cli("--study", str(gpu_study(tmp_path, server=True)), "--output", str(out), "--executor", executor,
                    env=FAKE_GPUS[executor])
     assert proc.returncode in (0, 3), proc.stdout[-2000:] + proc.stderr[-3000:]
     trials = read_trials(out / "trials.parquet")
