@@ -69,6 +69,7 @@ H200_POINTS: tuple[RefPoint, ...] = (
 
 # servetune's own load points on the H200 (--max-model-len 16384 on every server)
 SERVETUNE_SETS = ("h200-servetune", "h200-servetune-30s")
+CLIENT_SEED = 0  # `vllm bench serve --seed 0` and the servetune studies' `seed: 0`
 
 
 def servetune_points(set_name: str, root: Path = REF_ROOT) -> tuple[RefPoint, ...]:
@@ -130,16 +131,39 @@ def measured(point: RefPoint, root: Path = REF_ROOT) -> dict[str, float]:
     return {m: float(data[m]) for m in METRICS}
 
 
-def workload(point: RefPoint, seed: int) -> list[Request]:
-    """Fixed lengths, like vLLM's random dataset with range ratio 0; Poisson arrivals when rated."""
+def client_arrivals(point: RefPoint) -> np.ndarray:
+    """The send times the point's client really drew (a Poisson run is one draw; its P99 TPOT and TTFT
+    depend on that draw's bursts as much as on the engine).
+
+    - `vllm bench serve --seed 0` (h200-vllm-0.26.0*): numpy's global RNG seeded with 0, one
+      gamma(burstiness=1, 1/rate) gap per prompt, cumulated and rescaled so the last lands at n / rate
+      (vllm/benchmarks/serve.py, get_request); the same draw at every rate and config.
+    - servetune's load generator (h200-servetune*, study seed 0): tuner.load.workload.generate's arrival
+      stream, checked against the per-request records' send times (within 29 ms, the client's lag).
+    """
     n = point.prompts
-    if point.rate > 0:
-        # like `vllm bench serve`: gamma(1) gaps, cumulated, rescaled so the last one lands at n / rate
+    if point.set_name in SERVETUNE_SETS:
+        from tuner.load.arrivals import arrival_times
+        from tuner.spec.workload import Arrivals
+
+        arr_seed = np.random.SeedSequence(CLIENT_SEED).spawn(4)[0]
+        return arrival_times(Arrivals(process="poisson"), n, point.rate, np.random.default_rng(arr_seed))
+    t = np.cumsum(np.random.RandomState(CLIENT_SEED).gamma(1.0, 1.0 / point.rate, n))
+    return t * ((n / point.rate) / t[-1])
+
+
+def workload(point: RefPoint, seed: int | None = None) -> list[Request]:
+    """Fixed lengths, like vLLM's random dataset with range ratio 0; Poisson arrivals when rated: the client's
+    own draw (`seed` None) or another draw of the same process (vllm bench's gap rule on numpy's default_rng)."""
+    n = point.prompts
+    if point.rate <= 0:
+        t = np.zeros(n)
+    elif seed is None:
+        t = client_arrivals(point)
+    else:
         rng = np.random.default_rng(seed)
         t = np.cumsum(rng.exponential(1.0 / point.rate, n))
         t *= (n / point.rate) / t[-1]
-    else:
-        t = np.zeros(n)
     return [Request(i, float(t[i]), point.input_len, point.output_len) for i in range(n)]
 
 
@@ -165,12 +189,14 @@ def figures(records: list[RequestRecord]) -> dict[str, float]:
     }
 
 
-def simulate(point: RefPoint, cal: Calibration | None = None, seeds: tuple[int, ...] = (0, 1, 2),
+def simulate(point: RefPoint, cal: Calibration | None = None, seeds: tuple[int, ...] | None = None,
              gpu: str = "H200") -> dict[str, float]:
-    """Simulated figures; Poisson points are the median over a few arrival seeds (one real run is one draw)."""
+    """Simulated figures for the arrival draw the measurement used; with `seeds`, the median over those other
+    draws of the same Poisson process instead (what the fidelity figures used before: draw noise included)."""
     eng = SimulatedEngine(flavour="vllm", gpu=gpu, shape=point.shape, args=point.args, max_model_len=point.max_model_len,
                           calibration=cal)
-    runs = [figures(eng.run(workload(point, s))) for s in (seeds if point.rate > 0 else seeds[:1])]
+    draws: tuple[int | None, ...] = (None,) if seeds is None or point.rate <= 0 else seeds
+    runs = [figures(eng.run(workload(point, s))) for s in draws]
     return {m: float(np.median([r[m] for r in runs])) for m in METRICS}
 
 
