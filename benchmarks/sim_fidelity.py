@@ -79,7 +79,8 @@ def main() -> None:
     draws = (0, 1, 2) if a.other_draws else None
     t0 = time.process_time()
     errs: dict[str, list[dict[str, float]]] = {}
-    agree = total = near = 0
+    sla: dict[str, list[int]] = {}  # split -> [agree, counted, near a limit]
+    wrong: list[str] = []
     width = max(len(short_name(p)) for p in ALL_POINTS)
     print(f"{'point':{width}s} {'split':6s} " + " ".join(f"{SHORT[m]:>21s}" for m in METRICS))
     for p in ALL_POINTS:
@@ -88,11 +89,14 @@ def main() -> None:
         split = split_of(p)
         errs.setdefault(split, []).append(err)
         if split in ("args", "rate", "shape"):
+            tally = sla.setdefault(split, [0, 0, 0])
             if near_limit(real):
-                near += 1
+                tally[2] += 1
             else:
-                total += 1
-                agree += verdict(sim) == verdict(real)
+                tally[1] += 1
+                tally[0] += verdict(sim) == verdict(real)
+                if verdict(sim) != verdict(real):
+                    wrong.append(f"{short_name(p)} (sim {'meets' if verdict(sim) else 'misses'})")
         cells = " ".join(f"{sim[m]:>7.1f}/{real[m]:>7.1f} {err[m]:3.0f}%" for m in METRICS)
         print(f"{short_name(p):{width}s} {split:6s} {cells}")
     shapes = sorted({p.shape for p in ALL_POINTS})
@@ -115,7 +119,10 @@ def main() -> None:
                                                                                          strict=True))
         t_err = [abs(sim_d["ttft"][QUANTILES.index(q)] / real_d["ttft"][QUANTILES.index(q)] - 1) * 100 for q in (50, 99)]
         print(f"{short_name(p):{width}s} {split_of(p):6s} {cells}  {t_err[0]:3.0f}% {t_err[1]:3.0f}%")
-    print(f"sla_verdicts held-out: agree={agree}/{total} ({near} within {NEAR:.0%} of a limit, not counted); "
+    agree, total, near = (sum(t[i] for t in sla.values()) for i in range(3))
+    per = " ".join(f"{k}={t[0]}/{t[1]}" for k, t in sorted(sla.items()))
+    print(f"sla_verdicts held-out (P99 TTFT <= 2 s, P99 TPOT <= 50 ms): agree={agree}/{total} ({per}; {near} within "
+          f"{NEAR:.0%} of a limit, not counted){'; disagree: ' + ', '.join(wrong) if wrong else ''}; "
           f"cpu_s={time.process_time() - t0:.2f}")
     held = errs.get("args", []) + errs.get("shape", [])
     print(f"median_abs_error_pct={med([v for r in held for v in r.values()]):.1f} "

@@ -31,7 +31,8 @@ FIGURES = ("output_throughput", "p50_ttft_ms", "p99_ttft_ms", "p50_tpot_ms", "p9
 
 
 def simulate(study: Any, args: dict[str, Any], load: float) -> dict[str, float]:
-    engine = SimulatedEngine(flavour="vllm", gpu="H200", shape=study.model.shape or "qwen3-8b", args=args,
+    flavour = "sglang" if study.engine == "sglang" else "vllm"  # the engine the study ran; the sim imitates both
+    engine = SimulatedEngine(flavour=flavour, gpu="H200", shape=study.model.shape or "qwen3-8b", args=args,
                              max_model_len=study.model.max_model_len, dtype=study.model.dtype)
     point, _ = measure_point(VirtualTarget(engine), study.workload, study.sla, study.capacity, load,
                              seed=study.seed, max_model_len=study.model.max_model_len, base_dir=REPO)

@@ -57,6 +57,9 @@ class Calibration:
     fp8_lin_gain: float = 1.35
     fp8_attn_gain: float = 1.0
     fp8_kv_gain: float = 1.4  # effective KV-read speed-up with an FP8 cache (2 = the halved bytes exactly)
+    # effective weight-read speed-up of the FP8 linear layers (2 = the halved bytes exactly; below 2 where the
+    # small-batch FP8 GEMMs and their activation quantisation do not reach the bandwidth the bytes allow)
+    fp8_w_gain: float = 2.0
 
     def as_dict(self) -> dict[str, float]:
         return asdict(self)
@@ -74,7 +77,7 @@ class StepCost:
         has_fp8 = gpu.fp8_tflops > 0
         lin_peak = peak * min(cal.fp8_lin_gain, gpu.fp8_tflops * 1e12 / peak) if fp8_weights and has_fp8 else peak
         attn_peak = peak * min(cal.fp8_attn_gain, gpu.fp8_tflops * 1e12 / peak) if fp8_kv and has_fp8 else peak
-        w_bytes = 1 if fp8_weights else dtype_bytes
+        w_bytes = dtype_bytes / cal.fp8_w_gain if fp8_weights else dtype_bytes  # 2 / 2.0: 1 byte, exactly
         self.c_lin = 2.0 * shape.active_params_per_token / tp / (lin_peak * cal.e_lin)
         self.c_lm = 2.0 * shape.hidden * shape.vocab / tp / (peak * cal.e_lin)
         moe_bytes = 0.0

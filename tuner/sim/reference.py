@@ -263,3 +263,53 @@ def replay(name: str, cal: Calibration | None = None) -> tuple[dict[str, list[fl
     eng = SimulatedEngine(flavour="vllm", gpu="H200", shape=point.shape, args=point.args,
                           max_model_len=point.max_model_len, calibration=cal)
     return distribution(eng.run(reqs)), distribution(real)
+
+
+# ---- load points of servetune studies' results folders (trials.parquet), simulated with the study's own workload --
+REPO = REF_ROOT.parents[1]
+FIGURES = ("output_throughput", "p50_ttft_ms", "p99_ttft_ms", "p50_tpot_ms", "p99_tpot_ms")
+
+
+@dataclass(frozen=True)
+class StudyPoint:
+    """One measured load point of a study run on the H200 (open loop: req/s; closed loop: concurrency)."""
+
+    results: str  # results folder under the repo, holding study.yaml and trials.parquet
+    trial: int
+    load: float
+    args: tuple[tuple[str, Any], ...]
+    real: tuple[tuple[str, float], ...]  # the measured FIGURES
+
+    @property
+    def name(self) -> str:
+        cfg = ",".join(f"{k}={v}" for k, v in self.args) or "defaults"
+        return f"{Path(self.results).name}/t{self.trial} {cfg} @{self.load:g}"
+
+
+def study_points(results: str) -> list[StudyPoint]:
+    """The load points a study measured to the end (points stopped early are partial: left out)."""
+    from tuner.trial.table import read_trials
+
+    out = []
+    for t in read_trials(REPO / results / "trials.parquet"):
+        for pt in t.points:
+            if pt.get("stopped_early") or any(pt.get(f) is None for f in FIGURES):
+                continue
+            out.append(StudyPoint(results, t.number, float(pt["load"]), tuple(sorted(t.args.items())),
+                                  tuple((f, float(pt[f])) for f in FIGURES)))
+    return out
+
+
+def simulate_study_point(sp: StudyPoint, cal: Calibration | None = None) -> dict[str, float]:
+    """The study's own workload at that load (same seed, duration, warm-ups) through the simulator."""
+    from tuner.load.capacity import measure_point
+    from tuner.load.target import VirtualTarget
+    from tuner.spec.load import load_study
+
+    study = load_study(REPO / sp.results / "study.yaml")
+    flavour = "sglang" if study.engine == "sglang" else "vllm"
+    eng = SimulatedEngine(flavour=flavour, gpu="H200", shape=study.model.shape or "qwen3-8b", args=dict(sp.args),
+                          max_model_len=study.model.max_model_len, dtype=study.model.dtype, calibration=cal)
+    point, _ = measure_point(VirtualTarget(eng), study.workload, study.sla, study.capacity, sp.load, seed=study.seed,
+                             max_model_len=study.model.max_model_len, base_dir=REPO)
+    return {f: float(point.summary[f]) for f in FIGURES}
