@@ -68,3 +68,32 @@ def test_deferred_study_logs_later_like_live_and_only_once(tmp_path: Path) -> No
     assert status == {"study": "FINISHED", "trial": "FINISHED"}
     leaked = [p for p in [*out.rglob("*"), *store.parent.rglob("*")] if p.is_file() and HF.encode() in p.read_bytes()]
     assert leaked == [], leaked  # the study file's token is masked in the folder and in MLflow
+
+
+def test_resumed_deferred_study_logs_only_the_new_trials(tmp_path: Path) -> None:
+    """A deferred study logged once, then resumed with a larger budget: the next `--log-only` adds the new
+    trials as children of the same study run and leaves the logged ones alone."""
+    study = small_study(tmp_path, budget={"trials": 2, "max_concurrent": 1}, promotion={"enabled": False})
+    out, store = tmp_path / "deferred", tmp_path / "later" / "mlflow.db"
+    store.parent.mkdir()
+    off = ("--mlflow-uri", "http://127.0.0.1:9")
+    proc = run_cli("--study", str(study), "--output", str(out), "--executor", "local", "--tracking", "deferred", *off)
+    assert proc.returncode == 4, proc.stdout[-2000:] + proc.stderr[-3000:]
+    proc = run_cli("--log-only", str(out), "--mlflow-uri", f"sqlite:///{store}")
+    assert proc.returncode == 0 and "logged 2 trial(s)" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-3000:]
+    first = {t.trial_id: t.mlflow_run_id for t in read_trials(out / "trials.parquet")}
+
+    proc = run_cli("--study", str(study), "--output", str(out), "--executor", "local", "--tracking", "deferred",
+                   "--resume", "--trials", "3", *off)
+    assert proc.returncode == 4, proc.stdout[-2000:] + proc.stderr[-3000:]
+    trials = read_trials(out / "trials.parquet")
+    assert len(trials) == 3, [t.number for t in trials]
+    assert {t.trial_id: t.mlflow_run_id for t in trials if t.trial_id in first} == first, "logged ids kept"
+    proc = run_cli("--log-only", str(out), "--mlflow-uri", f"sqlite:///{store}")
+    assert proc.returncode == 0 and "logged 1 trial(s)" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-3000:]
+    got = runs(store)
+    assert len(got["study"]["runs"]) == 1 and len(got["trial"]["runs"]) == 3, "one study run, no trial twice"
+    assert got["trial"]["ids"] == {t.trial_id for t in trials}
+    with sqlite3.connect(store) as con:
+        parents = {v for (v,) in con.execute("select value from tags where key = 'mlflow.parentRunId'")}
+    assert parents == got["study"]["runs"], "the new trial hangs under the same study run"
