@@ -6,12 +6,12 @@ with the key's name instead of silently serving a different config.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from tuner.engines.registry import engine_class, names
-from tuner.spec.study import ModelSpec, SimSettings
+from tuner.spec.study import EngineSettings, ModelSpec, SimSettings
 
 
 class Strict(BaseModel):
@@ -65,6 +65,12 @@ class AppArgs(Strict):
     accelerator_type: str | None = None  # Ray accelerator type, e.g. "H200" (GPU engines)
     start_timeout_s: float = Field(default=600, gt=0)
     lineage: dict[str, str] = {}  # study, trial and registry ids, served back on GET /servetune
+    # How a real engine is served: "ray_llm" (Ray Serve LLM runs it in the replica), "process" (the replica
+    # runs the engine's own OpenAI server, as a trial did: serve_apps.engine_process), "auto" (ray_llm when
+    # Ray Serve LLM can load the installed engine, else process)
+    server: Literal["auto", "ray_llm", "process"] = "auto"
+    engine_settings: EngineSettings | None = None  # the study's interpreter, env and timeouts (real engines)
+    workdir: str | None = None  # where the study ran: relative model and interpreter paths resolve there
 
     @field_validator("engine")
     @classmethod
@@ -80,6 +86,8 @@ class AppArgs(Strict):
             raise ValueError(f"engine {self.engine!r} needs a 'sim' block (flavour, gpu, time_scale)")
         if not simulated and self.sim is not None:
             raise ValueError(f"a 'sim' block is only valid with a simulated engine, not {self.engine!r}")
+        if simulated and self.engine_settings is not None:
+            raise ValueError(f"'engine_settings' is for a real engine; engine {self.engine!r} takes a 'sim' block")
         return self
 
 

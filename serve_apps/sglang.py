@@ -3,7 +3,9 @@
     serve run promoted.yaml        # import_path: serve_apps.sglang:build_app
 
 SGLang's in-process engine takes ServerArgs field names, which are the snake_case forms of the
-flags a trial launched with (``--mem-fraction-static`` -> ``mem_fraction_static``).
+flags a trial launched with (``--mem-fraction-static`` -> ``mem_fraction_static``). When Ray Serve LLM
+cannot load the installed SGLang (or ``server: process``), each replica runs SGLang's own server
+(serve_apps.engine_process).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import Any
 from ray.serve.deployment import Application
 
 from serve_apps.args import AppArgs, parse_args
-from serve_apps.llm_common import deployment_config, engine_kwargs, model_loading
+from serve_apps.llm_common import build_llm_app, deployment_config, engine_kwargs, model_loading
 
 ENGINE = "sglang"
 EXTRA = " 'sglang[all,ray]'"
@@ -36,11 +38,9 @@ def llm_config(args: dict[str, Any] | AppArgs) -> dict[str, Any]:
 
 
 def build_app(args: dict[str, Any]) -> Application:
-    """Serve builder (import path ``serve_apps.sglang:build_app``): OpenAI-compatible SGLang app."""
-    fields = llm_config(args)  # validate our args before the heavy import
-    try:
-        from ray.serve.llm import LLMConfig, build_openai_app
-    except ImportError as exc:
-        raise ImportError(f"the {ENGINE} Serve app needs Ray Serve LLM with {ENGINE} installed where it is "
-                          f"built (pip install 'ray[llm]'{EXTRA}): {exc}") from exc
-    return build_openai_app({"llm_configs": [LLMConfig(**fields)]})
+    """Serve builder (import path ``serve_apps.sglang:build_app``): OpenAI-compatible SGLang app, through Ray
+    Serve LLM or (``server: process``, or ``auto`` when Ray Serve LLM cannot load the installed engine) the
+    engine's own server in each replica."""
+    parsed = parse_args(args)
+    fields = llm_config(parsed)  # validate our args before the heavy import
+    return build_llm_app(parsed, fields, EXTRA)

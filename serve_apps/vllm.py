@@ -2,7 +2,9 @@
 
     serve run promoted.yaml        # import_path: serve_apps.vllm:build_app
 
-vllm itself is imported only inside the replicas Ray Serve LLM starts, not here.
+vllm itself is imported only inside the replicas Ray Serve LLM starts, not here. When Ray Serve LLM
+cannot load the installed vLLM (or ``server: process``), each replica runs vLLM's own OpenAI server
+instead (serve_apps.engine_process).
 """
 
 from __future__ import annotations
@@ -12,10 +14,10 @@ from typing import Any
 from ray.serve.deployment import Application
 
 from serve_apps.args import AppArgs, parse_args
-from serve_apps.llm_common import deployment_config, engine_kwargs, model_loading
+from serve_apps.llm_common import build_llm_app, deployment_config, engine_kwargs, model_loading
 
 ENGINE = "vllm"
-EXTRA = ""
+EXTRA = ""  # pip extra named in the error when Ray Serve LLM is asked for and missing
 
 
 def llm_config(args: dict[str, Any] | AppArgs) -> dict[str, Any]:
@@ -32,11 +34,9 @@ def llm_config(args: dict[str, Any] | AppArgs) -> dict[str, Any]:
 
 
 def build_app(args: dict[str, Any]) -> Application:
-    """Serve builder (import path ``serve_apps.vllm:build_app``): OpenAI-compatible vLLM app."""
-    fields = llm_config(args)  # validate our args before the heavy import
-    try:
-        from ray.serve.llm import LLMConfig, build_openai_app
-    except ImportError as exc:
-        raise ImportError(f"the {ENGINE} Serve app needs Ray Serve LLM with {ENGINE} installed where it is "
-                          f"built (pip install 'ray[llm]'{EXTRA}): {exc}") from exc
-    return build_openai_app({"llm_configs": [LLMConfig(**fields)]})
+    """Serve builder (import path ``serve_apps.vllm:build_app``): OpenAI-compatible vLLM app, through Ray
+    Serve LLM or (``server: process``, or ``auto`` when Ray Serve LLM cannot load the installed engine) the
+    engine's own server in each replica."""
+    parsed = parse_args(args)
+    fields = llm_config(parsed)  # validate our args before the heavy import
+    return build_llm_app(parsed, fields, EXTRA)

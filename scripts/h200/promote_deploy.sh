@@ -2,6 +2,9 @@
 # DEVICE, after scripts/h200/tuner_run.sh's study NAME ended (its folder /tmp/st-out/NAME holds state.json
 # and mlflow.db): serve it on the GPUs through servetune's own promotion CLI, then roll back.
 #   1. ray start --head (dashboard REST on 127.0.0.1:8265; Serve HTTP on 127.0.0.1:8000 when first deployed)
+#   On a host with one GPU every step runs with --in-place (no room for a side copy of a whole-GPU engine;
+#   IN_PLACE=0/1 overrides). The vLLM app runs vLLM's own server in its replica when Ray Serve LLM cannot
+#   load the bundle's vLLM (serve_apps.engine_process); the replicas' engine logs are kept in replica_logs/.
 #   2. python -m tuner.promote --study-run RUN --trial baseline --deploy   the engine defaults as staging
 #      (blue-green: side app + streaming chat smoke test, then staging + smoke test + canary load)
 #   3. python -m tuner.promote --study-run RUN --deploy                    the study's winner replaces it:
@@ -35,6 +38,8 @@ export RAY_DASHBOARD_ADDRESS=http://127.0.0.1:8265
 URI=$(python3 -c "import json; print(json.load(open('$D/state.json'))['tracking_uri'])")
 RUN=$(python3 -c "import json; print(json.load(open('$D/state.json'))['parent_run_id'])")
 CANARY=(--canary-seconds "${CANARY_S:-60}")
+IN_PLACE=${IN_PLACE:-$( [ "$(nvidia-smi -L 2>/dev/null | wc -l)" -le 1 ] && echo 1 || echo 0 )}
+PLACE=(); [ "$IN_PLACE" = 1 ] && PLACE=(--in-place)
 [ -n "${CANARY_RATE:-}" ] && CANARY+=(--canary-rate "$CANARY_RATE")
 t0=$(date +%s.%N)
 { echo "== $(date -u +%T) ray start"; python3 -m ray.scripts.scripts start --head --dashboard-host 127.0.0.1 \
@@ -43,7 +48,7 @@ echo "study run: $RUN  store: $URI" >> "$LOG"
 step() {  # step LABEL ARGS...: one tuner.promote command, its exit code in $rc
   local label=$1; shift
   echo "== $(date -u +%T) $label: python -m tuner.promote $*" >> "$LOG"
-  timeout "$TMO" python3 -m tuner.promote --mlflow-uri "$URI" --timeout $(( TMO - 60 )) "$@" >> "$LOG" 2>&1
+  timeout "$TMO" python3 -m tuner.promote --mlflow-uri "$URI" --timeout $(( TMO - 60 )) "${PLACE[@]}" "$@" >> "$LOG" 2>&1
   rc=$?; echo "== $(date -u +%T) $label exit $rc" >> "$LOG"
 }
 step baseline --study-run "$RUN" --trial baseline --deploy --output "$D/promote-baseline" "${CANARY[@]}"; rb0=$rc
@@ -65,8 +70,10 @@ import json, pathlib
 p = pathlib.Path('$D/promote/promotion.json')
 print(json.dumps(json.loads(p.read_text()).get('canary') if p.exists() else None))")
 cat > "$D/deploy.json" <<EOF
-{"served_on_gpu": $served, "baseline_exit_code": $rb0, "deploy_exit_code": $rw, "rollback_exit_code": $rr,
+{"served_on_gpu": $served, "in_place": $IN_PLACE, "baseline_exit_code": $rb0, "deploy_exit_code": $rw, "rollback_exit_code": $rr,
  "failover_exit_code": $fo, "start_epoch": $t0, "deployed_epoch": $t1, "end_epoch": $(date +%s.%N),
  "canary": $canary}
 EOF
+mkdir -p "$D/replica_logs"
+for f in /tmp/servetune-*-replica-*/engine.log; do [ -f "$f" ] && cp "$f" "$D/replica_logs/$(basename "$(dirname "$f")").log"; done
 python3 -m ray.scripts.scripts stop --force >> "$LOG" 2>&1

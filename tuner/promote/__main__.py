@@ -1,13 +1,14 @@
 """`python -m tuner.promote`: promote a finished study, deploy it to staging, or roll staging back.
 
-    python -m tuner.promote --study-run ID [--mlflow-uri URI] [--output DIR] [--deploy]
+    python -m tuner.promote --study-run ID [--mlflow-uri URI] [--output DIR] [--deploy [--in-place]]
                             [--canary-seconds S] [--canary-rate R | --no-canary]
-    python -m tuner.promote --rollback NAME [--mlflow-uri URI]
+    python -m tuner.promote --rollback NAME [--mlflow-uri URI] [--in-place]
 
 --deploy: blue-green to the running Ray Serve, a streaming smoke test, then a canary load with the
 study's workload and SLA at or below the confirmed capacity; a missed canary puts the previous app
-back. Exit status: 0 done; 1 deploy, canary or rollback failed (staging serves what it served
-before; the reason and the canary's figures are printed); 2 invalid input; 3 nothing to promote.
+back. --in-place: no side copy (one GPU): the old app stops before the new one starts. Exit status:
+0 done; 1 deploy, canary or rollback failed (staging serves what it served before; the reason and
+the canary's figures are printed); 2 invalid input; 3 nothing to promote.
 """
 
 from __future__ import annotations
@@ -47,6 +48,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--output", metavar="DIR", type=Path, help="where promoted.yaml goes (default: outputs/)")
     p.add_argument("--address", metavar="URL", help=f"Ray dashboard (default: ${DASHBOARD_ENV} or "
                    "http://127.0.0.1:8265)")
+    p.add_argument("--in-place", action="store_true",
+                   help="deploy/roll back without a side copy of the app (a cluster with room for one engine, e.g. "
+                        "one GPU): the old app stops, the new one starts; serving pauses during the switch")
     p.add_argument("--timeout", type=float, default=600, metavar="S", help="deploy deadline per step")
     p.add_argument("--canary-seconds", type=float, metavar="S",
                    help="canary length (default: the study's promotion.canary.seconds, 30)")
@@ -141,7 +145,7 @@ def _run(args: argparse.Namespace) -> int:
     registry = ConfigRegistry(uri)
     if args.rollback:
         registry.rollback_target(args.rollback)  # fail before touching Serve when there is nothing
-        change = rollback(registry, _admin(args), args.rollback, timeout_s=args.timeout)
+        change = rollback(registry, _admin(args), args.rollback, timeout_s=args.timeout, in_place=args.in_place)
         print(("ok: " if change.ok else "failed: ") + change.reason)
         return 0 if change.ok else 1
     if not args.deploy and (args.canary_seconds is not None or args.canary_rate is not None or args.no_canary):
@@ -153,7 +157,8 @@ def _run(args: argparse.Namespace) -> int:
     if not args.deploy:
         return 0
     check = None if args.no_canary else _canary_check(args, study, registry.get(name, version))
-    change = deploy_version(registry, _admin(args), name, version, timeout_s=args.timeout, check=check)
+    change = deploy_version(registry, _admin(args), name, version, timeout_s=args.timeout, check=check,
+                            in_place=args.in_place)
     out = args.output or Path("outputs") / f"promote-{args.study_run[:8]}"
     if change.canary is not None:
         record_canary(registry, name, version, change.canary, out)

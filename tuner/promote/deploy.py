@@ -6,6 +6,10 @@ side app (``<name>-candidate`` on its own route) and must pass the smoke test th
 ``<name>`` itself updated, smoke-tested again, and the side app removed. A failure at any step puts
 back the apps as they were, so the old staging keeps serving and nothing else changes.
 Cost: while switching, the new config runs twice (one extra copy of its resources).
+
+A cluster without room for that copy (one GPU, an engine that takes it whole) deploys in place
+instead: the old app is removed (its engine stopped, its GPUs freed), the new one started, smoke-tested
+and checked; a failure puts the old one back the same way. Serving stops during the switch.
 """
 
 from __future__ import annotations
@@ -180,6 +184,40 @@ def deploy_blue_green(admin: ServeAdmin, app: dict[str, Any], *, name: str, rout
     return DeployResult(False, f"{canary.reason}; rolled back: {restored}", smoke, canary, rolled_back=True)
 
 
+def deploy_in_place(admin: ServeAdmin, app: dict[str, Any], *, name: str, route_prefix: str,
+                    timeout_s: float = 600, smoke_timeout_s: float = 120,
+                    http_options: dict[str, Any] | None = None, check: Check | None = None) -> DeployResult:
+    """Replace `name` by `app` without a side copy (for a cluster with room for one engine): stop the old
+    app, start the new one, smoke test and `check` it; a failure puts the previous `name` back."""
+    t0 = time.monotonic()
+    before = admin.declared_apps()
+    base = {k: v for k, v in before.items() if k != name}
+    new = {**app, "name": name, "route_prefix": route_prefix}
+    if name in before:
+        admin.apply(base, http_options)
+        try:
+            admin.wait_gone(name, timeout_s)  # its replicas drained and its engine stopped: resources free
+        except DeployError as exc:
+            admin.apply(before)
+            return DeployResult(False, f"{name!r} left as it was: {exc}")
+    admin.apply({**base, name: new}, http_options)
+    try:
+        admin.wait_running(name, new, timeout_s)
+        smoke = smoke_test(admin.http_base(), route_prefix, served_model(app), timeout_s=smoke_timeout_s)
+    except (DeployError, SmokeTestError) as exc:
+        restored = _restore(admin, before, name, timeout_s, smoke_timeout_s, replace=True)
+        return DeployResult(False, f"{name!r} failed in place: {exc}; {restored}")
+    done = (f"{name!r} serves the new config after {time.monotonic() - t0:.0f}s (in place); smoke test passed "
+            f"(first token {smoke.ttft_s * 1000:.0f} ms)")
+    if check is None:
+        return DeployResult(True, done, smoke)
+    canary = _checked(check, admin.http_base(), route_prefix)
+    if canary.passed:
+        return DeployResult(True, f"{done}; {canary.reason}", smoke, canary)
+    restored = _restore(admin, before, name, timeout_s, smoke_timeout_s, replace=True)
+    return DeployResult(False, f"{canary.reason}; rolled back: {restored}", smoke, canary, rolled_back=True)
+
+
 def _checked(check: Check, http_base: str, route_prefix: str) -> CanaryResult:
     """The check's verdict; a check that raises is a failed check (its error is the reason)."""
     try:
@@ -191,8 +229,15 @@ def _checked(check: Check, http_base: str, route_prefix: str) -> CanaryResult:
 
 
 def _restore(admin: ServeAdmin, base: dict[str, dict[str, Any]], name: str, timeout_s: float,
-             smoke_timeout_s: float) -> str:
-    """Put the apps back as they were before the deploy; say what `name` serves now."""
+             smoke_timeout_s: float, *, replace: bool = False) -> str:
+    """Put the apps back as they were before the deploy; say what `name` serves now. `replace`: stop the
+    failed `name` first (in place: no room for it and the previous config at once)."""
+    if replace and name in base:
+        admin.apply({k: v for k, v in base.items() if k != name})
+        try:
+            admin.wait_gone(name, timeout_s)
+        except DeployError as exc:
+            return f"the failed config of {name!r} did not stop: {exc}"
     admin.apply(base)
     if name not in base:
         admin.wait_gone(name, timeout_s)

@@ -16,7 +16,7 @@ import yaml
 from mlflow.entities.model_registry import ModelVersion
 
 from tuner.promote.canary import CanaryResult
-from tuner.promote.deploy import Check, DeployResult, ServeAdmin, deploy_blue_green
+from tuner.promote.deploy import Check, DeployResult, ServeAdmin, deploy_blue_green, deploy_in_place
 from tuner.promote.pipeline import PROMOTED_FILE, SUMMARY_FILE
 from tuner.promote.registry import ConfigRegistry
 from tuner.promote.serve_config import read_app
@@ -41,13 +41,15 @@ def version_config(registry: ConfigRegistry, version: ModelVersion) -> tuple[dic
 
 
 def deploy_version(registry: ConfigRegistry, admin: ServeAdmin, name: str, version: str, *,
-                   timeout_s: float = 600, check: Check | None = None) -> StagingChange:
+                   timeout_s: float = 600, check: Check | None = None, in_place: bool = False) -> StagingChange:
     """Deploy a registered version to its staging app; on success (smoke test, and `check`, the canary,
-    when given) point `staging` at it. A failed canary puts the previous app back; aliases stay."""
+    when given) point `staging` at it. A failed canary puts the previous app back; aliases stay.
+    `in_place`: no side copy (a cluster with room for one engine; tuner.promote.deploy)."""
     mv = registry.get(name, version)
     app, http = version_config(registry, mv)
-    result: DeployResult = deploy_blue_green(admin, app, name=app["name"], route_prefix=app["route_prefix"],
-                                             timeout_s=timeout_s, http_options=http, check=check)
+    how = deploy_in_place if in_place else deploy_blue_green
+    result: DeployResult = how(admin, app, name=app["name"], route_prefix=app["route_prefix"],
+                               timeout_s=timeout_s, http_options=http, check=check)
     if not result.ok:
         return StagingChange(False, result.reason, name, version, None, result.canary, result.rolled_back)
     replaced = registry.move_staging(name, version)
@@ -92,12 +94,14 @@ def record_canary(registry: ConfigRegistry, name: str, version: str, canary: Can
     return path
 
 
-def rollback(registry: ConfigRegistry, admin: ServeAdmin, name: str, *, timeout_s: float = 600) -> StagingChange:
+def rollback(registry: ConfigRegistry, admin: ServeAdmin, name: str, *, timeout_s: float = 600,
+             in_place: bool = False) -> StagingChange:
     """Redeploy `previous-staging` as staging; on success the aliases step back one version."""
     current, previous = registry.rollback_target(name)
     app, http = version_config(registry, previous)
-    result = deploy_blue_green(admin, app, name=app["name"], route_prefix=app["route_prefix"],
-                               timeout_s=timeout_s, http_options=http)
+    how = deploy_in_place if in_place else deploy_blue_green
+    result = how(admin, app, name=app["name"], route_prefix=app["route_prefix"], timeout_s=timeout_s,
+                 http_options=http)
     if not result.ok:
         return StagingChange(False, f"rollback to version {previous.version} failed: {result.reason}",
                              name, str(current.version), None)

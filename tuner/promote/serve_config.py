@@ -14,6 +14,7 @@ the tuned engine arguments plus deployment options derived from the measured cap
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +22,10 @@ import yaml
 
 from serve_apps.args import AppArgs, Autoscaling, DeploymentArgs
 from tuner.common.atomic import write_text
+from tuner.common.redact import is_secret_key
 from tuner.engines import engine_class, get_engine
-from tuner.spec.study import SimSettings, Study
+from tuner.engines.base import user_dir
+from tuner.spec.study import EngineSettings, SimSettings, Study
 from tuner.trial.result import TrialResult
 
 HEADROOM = 1.25
@@ -84,6 +87,7 @@ def app_args(study: Study, trial: TrialResult, *, capacity: float | None = None,
     engine = get_engine(trial.engine)
     settings = engine.run_settings(study)
     sim = settings if isinstance(settings, SimSettings) else None
+    real = settings if isinstance(settings, EngineSettings) else None
     return AppArgs(
         engine=trial.engine,
         model=study.model,
@@ -92,10 +96,20 @@ def app_args(study: Study, trial: TrialResult, *, capacity: float | None = None,
         sim=sim,
         accelerator_type=None if engine.simulated else accelerator_type(hardware(study, trial)),
         start_timeout_s=600.0 if sim is not None else settings.start_timeout_s,
+        engine_settings=None if real is None else served_settings(real),
+        workdir=None if real is None else (user_dir() or os.getcwd()),
         # output-changing levers travel with the config (served back on GET /servetune)
         lineage={**(lineage or {}), "output_labels": ",".join(trial.labels) or "none",
                  "output_check": trial.output_check or "not recorded"},
     )
+
+
+def served_settings(settings: EngineSettings) -> EngineSettings:
+    """The study's engine settings for the Serve replica (its own server: serve_apps.engine_process),
+    without secret-named env values: promoted.yaml is an MLflow artifact; a replica gets those from the
+    cluster's environment, as the trial's engine got them from the driver's."""
+    env = {k: v for k, v in settings.env.items() if not is_secret_key(k)}
+    return settings.model_copy(update={"env": env})
 
 
 def builder(engine: str) -> str:
