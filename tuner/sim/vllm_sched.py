@@ -36,6 +36,7 @@ class VLLMScheduler(Core):
         self.defer = 0.0  # Calibration.prompt_defer (set by the engine)
         self.carry = 0.0  # deferred prompt work the next step carries
         self.lagged: list[Seq] = []  # prompts completed last step: first token at this step's end
+        self.width = cost.width
 
     def _newest(self) -> Seq:
         return self.running[next(reversed(self.running))]
@@ -87,107 +88,131 @@ class VLLMScheduler(Core):
                 need -= 1
             self._preempt(victim)
             preempted = True
-        self.free -= need
-        budget = self.mbt - self.n_dec * self.cost.width
+        free = self.free - need
+        budget = self.mbt - self.n_dec * self.width
         chunks: list[tuple[Seq, int]] = []
         partial = 0
-        for s in list(self.prefilling) if self.prefilling else ():
-            if budget <= 0:
-                break
-            if s.state != PREFILL or s.L == s.target:  # completed, first token due next step
-                continue
-            rem = s.target - s.L
-            c = min(rem, budget, self.threshold)
-            nb = -(-(s.L + c) // bs) - s.blocks
-            while nb > self.free:
-                victim = self._newest()
-                self._preempt(victim)
-                preempted = True
-                if victim is s:
+        threshold = self.threshold
+        if self.prefilling:
+            self.free = free
+            for s in list(self.prefilling):
+                if budget <= 0:
                     break
-            if s.state != PREFILL:
-                continue
-            self.free -= nb
-            s.blocks += nb
-            chunks.append((s, c))
-            budget -= c
-            partial += c < rem
-        if not preempted:
-            waiting = self.waiting
-            while waiting and budget > 0 and len(self.running) < self.mns:
-                s = waiting[0]
-                if self.prefix_caching and s.pgroup >= 0:  # (no group: never a hit)
-                    self._apply_prefix_hit(s)
+                if s.state != PREFILL or s.L == s.target:  # completed, first token due next step
+                    continue
                 rem = s.target - s.L
-                c = min(rem, budget, self.threshold)
-                if c < rem and (not self.chunked or partial >= self.max_partial):
-                    break
+                c = min(rem, budget, threshold)
                 nb = -(-(s.L + c) // bs) - s.blocks
-                if nb > self.free:
-                    break
-                waiting.popleft()
-                s.state = PREFILL
-                self.running[s.idx] = s
-                self.prefilling.append(s)
+                while nb > self.free:
+                    victim = self._newest()
+                    self._preempt(victim)
+                    preempted = True
+                    if victim is s:
+                        break
+                if s.state != PREFILL:
+                    continue
                 self.free -= nb
                 s.blocks += nb
                 chunks.append((s, c))
                 budget -= c
                 partial += c < rem
+            free = self.free
+        waiting = self.waiting
+        if not preempted and waiting:
+            running, prefilling = self.running, self.prefilling
+            mns, chunked = self.mns, self.chunked
+            while waiting and budget > 0 and len(running) < mns:
+                s = waiting[0]
+                if self.prefix_caching and s.pgroup >= 0:  # (no group: never a hit)
+                    self._apply_prefix_hit(s)
+                L = s.L
+                rem = s.target - L
+                c = rem if rem < budget else budget
+                if threshold < c:
+                    c = threshold
+                if c < rem and (not chunked or partial >= self.max_partial):
+                    break
+                nb = -(-(L + c) // bs) - s.blocks
+                if nb > free:
+                    break
+                waiting.popleft()
+                s.state = PREFILL
+                running[s.idx] = s
+                prefilling.append(s)
+                free -= nb
+                s.blocks += nb
+                chunks.append((s, c))
+                budget -= c
+                partial += c < rem
+        self.free = free
         n = self.n_dec
-        if not n and not chunks:
+        if not chunks and not n:
             if self.lagged:  # nothing else to run: the deferred work ends, the first tokens go out
                 self.now += self.carry
                 self.carry = 0.0
                 self._sample_lagged(self.now + self.frontend)
                 return True
             return False
-        tokens, logits, pairs, kv = n, n, float(self.sum_l + n), float(self.sum_l + n)
+        graph_max = self.graph_max
+        ctx = float(self.sum_l + n)
+        tokens, logits, pairs, kv = n, n, ctx, ctx
         for s, c in chunks:
             tokens += c
-            pairs += c * (s.L + (c + 1) * 0.5)
-            kv += s.L + c
-            if s.L + c == s.target:
+            L = s.L
+            pairs += c * (L + (c + 1) * 0.5)
+            kv += L + c
+            if L + c == s.target:
                 logits += 1
-        spec: dict[str, Any] = {"decodes": n, "decode_ctx": float(self.sum_l + n)} if self.spec_on else {}
-        if not self.heat_k and not self.spec_on:
-            dur = self.cost.step(tokens, logits, pairs, kv, tokens <= self.graph_max)
-        elif self.heat_k:
-            m_clk = self._flop_mult(self.now)
-            dur = self.cost.step(tokens, logits, pairs, kv, tokens <= self.graph_max, m_clk, **spec)
-            self._heat_add(dur, self.cost.flop_time(tokens, logits, pairs) * m_clk / dur)
+        cost_step = self.cost.step
+        if not self.spec_on and not self.heat_k:
+            dur = cost_step(tokens, logits, pairs, kv, tokens <= graph_max)
+            if self.defer:
+                extra = 0.0
+                if chunks and n:
+                    extra = dur - cost_step(n, n, ctx, ctx, n <= graph_max)
+                    extra = (extra if extra > 0.0 else 0.0) * self.defer
+                dur += self.carry - extra
+                self.carry = extra
         else:
-            dur = self.cost.step(tokens, logits, pairs, kv, tokens <= self.graph_max, **spec)
-        if self.defer:
-            extra = 0.0
-            if chunks and n:
-                base = self.cost.step(n, n, float(self.sum_l + n), float(self.sum_l + n), n <= self.graph_max, **spec)
-                extra = max(dur - base, 0.0) * self.defer
-            dur += self.carry - extra
-            self.carry = extra
-        self.last_start = self.now
-        self.now += dur
-        t_out = self.now + self.frontend
+            spec: dict[str, Any] = {"decodes": n, "decode_ctx": ctx} if self.spec_on else {}
+            if self.heat_k:
+                m_clk = self._flop_mult(self.now)
+                dur = cost_step(tokens, logits, pairs, kv, tokens <= graph_max, m_clk, **spec)
+                self._heat_add(dur, self.cost.flop_time(tokens, logits, pairs) * m_clk / dur)
+            else:
+                dur = cost_step(tokens, logits, pairs, kv, tokens <= graph_max, **spec)
+            if self.defer:
+                extra = 0.0
+                if chunks and n:
+                    base = cost_step(n, n, ctx, ctx, n <= graph_max, **spec)
+                    extra = max(dur - base, 0.0) * self.defer
+                dur += self.carry - extra
+                self.carry = extra
+        now = self.now
+        self.last_start = now
+        self.now = now = now + dur
+        t_out = now + self.frontend
         self.steps += 1
         if n:
             self.segs.extend((t_out, 0.0, 0.0, m))
-            self.nd = j + m
+            self.nd = jm = j + m
             self.sum_l += n * m
             self.sum_rem -= n * m
             heap = self.heap
-            if heap and heap[0][0] <= j + m:
+            if heap and heap[0][0] <= jm:
                 self._pop_finished(t_out)
         if self.lagged:
             self._sample_lagged(t_out)
-        lag = self.defer > 0.0 and n > 0
-        for s, c in chunks:
-            s.L += c
-            self.prompt_tokens += c
-            if s.L == s.target:
-                if lag:
-                    self.lagged.append(s)
-                else:
-                    self._sampled(s, t_out)
+        if chunks:
+            lag = self.defer > 0.0 and n > 0
+            for s, c in chunks:
+                s.L += c
+                self.prompt_tokens += c
+                if s.L == s.target:
+                    if lag:
+                        self.lagged.append(s)
+                    else:
+                        self._sampled(s, t_out)
         return True
 
     def _sample_lagged(self, t_out: float) -> None:
