@@ -25,6 +25,7 @@ import numpy as np
 from tuner.sim.cost import StepCost
 
 WAITING, PREFILL, DECODE, DONE = 0, 1, 2, 3
+_INF = math.inf
 
 
 class Seq:
@@ -52,6 +53,7 @@ class Core:
     def __init__(self, cost: StepCost, block: int, kv_tokens: int, frontend_s: float,
                  prefix_caching: bool, graph_max: int) -> None:
         self.cost = cost
+        self.dec_b = cost.dec_b  # seconds per context token of a decode-only step (fixed for the run)
         self.spec_on = cost.spec is not None
         self.bs = block
         self.total_blocks = kv_tokens // block
@@ -256,9 +258,10 @@ class Core:
     def _decode_run(self, k: int, t_stop: float) -> None:
         """Run up to k decode-only steps in closed form; stop early at the step that ends past t_stop."""
         n = self.n_dec
-        dec_b = self.cost.dec_b
+        dec_b = self.dec_b
         m = 1.0
-        if self.heat_k:  # the clock is held for the run (it moves slowly next to a step)
+        heat_k = self.heat_k
+        if heat_k:  # the clock is held for the run (it moves slowly next to a step)
             m = self._flop_mult(self.now)
             base = self.cost.decode_base(n, n <= self.graph_max, m)
         else:
@@ -266,18 +269,22 @@ class Core:
             if cached is None:
                 cached = self._base[n] = self.cost.decode_base(n, n <= self.graph_max)
             base = cached
-        a = base + dec_b * (self.sum_l + n)
+        sum_l = self.sum_l
+        a = base + dec_b * (sum_l + n)
         c2 = dec_b * n / 2.0
         now = self.now
-        if t_stop < math.inf:
-            x = _steps_to_reach(a, c2, t_stop - now)
-            if x < k:
-                k = x
+        if t_stop < _INF:
+            if t_stop - now <= 0:
+                k = 1
+            else:
+                x = _steps_to_reach(a, c2, t_stop - now)
+                if x < k:
+                    k = x
         j = self.nd
         # KV blocks the run takes: every sequence one block per block-size steps, by its phase
         bs = self.bs
-        full, part = divmod(k, bs)
-        used = full * n
+        part = k % bs
+        used = k // bs * n
         if part:
             cnt = self.cnt
             r = j % bs
@@ -286,21 +293,23 @@ class Core:
             else:
                 used += sum(cnt[r:]) + sum(cnt[:r + part - bs])
         self.free -= used
-        fe = now + self.frontend
+        frontend = self.frontend
+        fe = now + frontend
         # step x of the run ends at fe + x*a + c2*x*(x-1) (materialised later by _flush, same operations)
         self.segs.extend((fe, a, c2, k))
-        self.nd = j + k
-        last = fe + k * a + c2 * k * (k - 1)
-        self.now = last - self.frontend
-        self.last_start = now + (k - 1) * a + c2 * (k - 1) * (k - 2)  # the run's last step
-        if self.heat_k:
+        self.nd = jk = j + k
+        k1 = k - 1
+        last = fe + k * a + c2 * k * k1
+        self.now = last - frontend
+        self.last_start = now + k1 * a + c2 * k1 * (k - 2)  # the run's last step
+        if heat_k:
             span = self.now - now
             self._heat_add(span, self.cost.flop_time(n, n, 0.0) * m * k / span)
-        self.sum_l += n * k
+        self.sum_l = sum_l + n * k
         self.sum_rem -= n * k
         self.steps += k
         heap = self.heap
-        if heap and heap[0][0] <= j + k:
+        if heap and heap[0][0] <= jk:
             self._pop_finished(last)
 
     def _decode_cost(self) -> float:
