@@ -67,7 +67,7 @@ def test_speculative_outputs_are_exact_token_counts() -> None:
     for r in recs:
         assert r.ok and r.output_tokens == 37 + r.id
         assert len(r.token_times) == r.output_tokens
-        assert r.token_times == sorted(r.token_times)
+        assert list(r.token_times) == sorted(r.token_times)
 
 
 def test_data_parallel_replicas_double_capacity_and_tp_splits_memory() -> None:

@@ -56,7 +56,7 @@ def run_split(target: HttpTarget, requests: Sequence[Request], concurrency: int 
                 rec.sent_s += shift
                 rec.first_token_s = None if rec.first_token_s is None else rec.first_token_s + shift
                 rec.done_s = None if rec.done_s is None else rec.done_s + shift
-                rec.token_times[:] = [t + shift for t in rec.token_times]
+                rec.token_times = [t + shift for t in rec.token_times]
         records += recs
         target.last_probes += probes
     target.t0 = t0

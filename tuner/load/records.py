@@ -6,6 +6,7 @@ on the same clock (virtual time for the simulator, `time.perf_counter()` minus r
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass, field
 
 
@@ -30,7 +31,9 @@ class RequestRecord:
     sent_s: float
     first_token_s: float | None = None
     done_s: float | None = None
-    token_times: list[float] = field(default_factory=list)  # arrival of each streamed token/chunk
+    # arrival of each streamed token/chunk: a list when streamed (HTTP, read back from Parquet), array('d') from
+    # the simulator (raw doubles: no float object per token); both index, iterate, len and np.diff alike
+    token_times: list[float] | array[float] = field(default_factory=list)
     output_tokens: int = 0  # server-reported usage when available, else counted
     error: str | None = None  # None = success; else a short reason ("timeout", "http 500: ...")
     preemptions: int = 0  # simulator only

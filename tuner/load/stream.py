@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import MutableSequence
 
 from tuner.load.sse import SSEParser
 
@@ -24,7 +25,7 @@ _PARSE = re.compile(rb'"usage"\s*:\s*\{|"error"|"object"\s*:\s*"error"')
 class StreamReader:
     __slots__ = ("done", "done_at", "error", "first", "parser", "times", "usage_tokens")
 
-    def __init__(self, times: list[float]) -> None:
+    def __init__(self, times: MutableSequence[float]) -> None:
         self.parser = SSEParser()
         self.times = times
         self.first: float | None = None

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from array import array
 from collections import deque
 
 import numpy as np
@@ -70,7 +71,7 @@ class Core:
         self.sum_rem = 0  # tokens still to generate by decoding sequences
         self.cnt = [0] * block
         self.heap: list[tuple[int, int, int, Seq]] = []
-        self.dec_times: list[float] = []  # decode-step end times, the first `nd - pending` of them
+        self.dec_times = array("d")  # decode-step end times, the first `nd - pending` of them
         self.nd = 0  # decode steps so far (len(dec_times) once flushed)
         self.segs: list[float] = []  # pending runs, flat: fe, a, c2, k for each (one list: cheap to convert)
         self.now = 0.0
@@ -328,7 +329,8 @@ class Core:
         self.nd += m
 
     def _flush(self) -> None:
-        """Turn the pending decode segments into end times: one numpy pass over all of them."""
+        """Turn the pending decode segments into end times: one numpy pass over all of them, kept as
+        raw doubles (array('d')), so no Python float object is made per token."""
         segs = self.segs
         if not segs:
             return
@@ -337,28 +339,26 @@ class Core:
         else:
             arr = np.fromiter(segs, dtype=np.float64, count=len(segs)).reshape(-1, 4)
             ks = arr[:, 3].astype(np.int64)
-            ends = np.cumsum(ks)
+            ends = ks.cumsum()
             # x = 1..k within each run
             x = np.arange(1, int(ends[-1]) + 1, dtype=np.float64)
-            x -= np.repeat((ends - ks).astype(np.float64), ks)
+            x -= (ends - ks).astype(np.float64).repeat(ks)
             # fe + x*a + c2*x*(x-1), evaluated as (fe + x*a) + ((c2*x) * (x-1)) like the scalar formula, in place;
             # a single step (a = c2 = 0) gives fe + 0.0 + 0.0 = fe exactly
-            vals = np.repeat(arr[:, 0], ks)
-            t = np.repeat(arr[:, 1], ks)
+            vals = arr[:, 0].repeat(ks)
+            t = arr[:, 1].repeat(ks)
             t *= x
             vals += t
-            t = np.repeat(arr[:, 2], ks)
+            t = arr[:, 2].repeat(ks)
             t *= x
             x -= 1.0
             t *= x
             vals += t
-            if self.dec_times:
-                self.dec_times.extend(vals.tolist())
-            else:
-                self.dec_times = vals.tolist()
+            self.dec_times.frombytes(vals.data.cast("B"))  # raw bytes of the doubles, no float objects
         segs.clear()
 
-    def token_times(self, s: Seq) -> list[float]:
+    def token_times(self, s: Seq) -> array[float]:
+        """A sequence's token times so far (array('d'): the records carry them so, see RequestRecord)."""
         if self.segs:
             self._flush()
         dec = self.dec_times
@@ -369,7 +369,7 @@ class Core:
                 run = dec[p0[0] - 1:p0[1]]
                 run[0] = s.first
                 return run
-        out: list[float] = [] if s.first is None else [s.first]
+        out = array("d") if s.first is None else array("d", (s.first,))
         for p in pieces:
             if type(p) is tuple:
                 out += dec[p[0]:p[1]]
