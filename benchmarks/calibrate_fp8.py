@@ -32,6 +32,7 @@ sys.path.insert(0, str(ROOT))
 from tuner.sim.calibration import FITTED  # noqa: E402
 from tuner.sim.reference import (  # noqa: E402
     FP8_30S,
+    FP8_BOTH,
     FP8_SHORT,
     measured,
     simulate,
@@ -42,8 +43,7 @@ from tuner.sim.reference import (  # noqa: E402
 LIN = (1.2, 1.3, 1.35, 1.4, 1.5, 1.6)
 KV = (1.2, 1.3, 1.4, 1.5, 1.6)
 W = (1.2, 1.4, 1.6, 1.8, 2.0)
-FP8 = (("kv_cache_dtype", "fp8"), ("quantization", "fp8"))
-FP8_CONC = tuple(sp for sp in study_points("benchmarks/results/h200-fp8-static-conc") if sp.args == FP8)
+FP8_CONC = tuple(sp for sp in study_points("benchmarks/results/h200-fp8-static-conc") if sp.args == FP8_BOTH)
 HELD_DYNAMIC = tuple(sp for sp in study_points("benchmarks/results/h200/h200-fp8-dynamic")
                      if dict(sp.args).get("quantization") == "fp8")
 CAL_FILE = ROOT / "tuner" / "sim" / "calibration.py"

@@ -37,15 +37,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tuner.sim.reference import (
     ALL_POINTS,
+    FIGURES,
     METRICS,
     QUANTILES,
     RECORDS,
+    STUDY_SETS,
     RefPoint,
     errors_pct,
     measured,
     replay,
     simulate,
+    simulate_study_point,
     split_of,
+    study_group,
+    study_points,
 )
 
 SHORT = {"output_throughput": "tok/s", "p50_ttft_ms": "TTFT50", "p99_ttft_ms": "TTFT99",
@@ -68,6 +73,32 @@ def near_limit(real: dict[str, float]) -> bool:
 
 def med(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
+
+
+def others(sla: dict[str, list[int]], wrong: list[str]) -> None:
+    """The other H200 studies (other workload, FP8, SGLang), each load point re-run as the study ran it."""
+    print("other H200 studies (the study's own workload, seed and load through the simulator; sim/real, |error| %):")
+    groups: dict[str, list[dict[str, float]]] = {}
+    for results, study in STUDY_SETS:
+        for sp in study_points(results, study):
+            sim, real = simulate_study_point(sp), dict(sp.real)
+            err = {f: abs(sim[f] / real[f] - 1) * 100 for f in FIGURES}
+            group = study_group(sp)
+            groups.setdefault(group, []).append(err)
+            if not group.endswith("/fit"):
+                tally = sla.setdefault("other", [0, 0, 0])
+                if near_limit(real):
+                    tally[2] += 1
+                else:
+                    tally[1] += 1
+                    tally[0] += verdict(sim) == verdict(real)
+                    if verdict(sim) != verdict(real):
+                        wrong.append(f"{sp.name} (sim {'meets' if verdict(sim) else 'misses'})")
+            cells = " ".join(f"{sim[f]:>7.1f}/{real[f]:>7.1f} {err[f]:3.0f}%" for f in FIGURES)
+            print(f"  {sp.name:70s} {group:12s} {cells}")
+    for group, rows in groups.items():
+        per = " ".join(f"{SHORT[f]}={med([r[f] for r in rows]):.1f}" for f in FIGURES)
+        print(f"other={group} points={len(rows)} median_abs_error_pct: {per}")
 
 
 def main() -> None:
@@ -119,6 +150,7 @@ def main() -> None:
                                                                                          strict=True))
         t_err = [abs(sim_d["ttft"][QUANTILES.index(q)] / real_d["ttft"][QUANTILES.index(q)] - 1) * 100 for q in (50, 99)]
         print(f"{short_name(p):{width}s} {split_of(p):6s} {cells}  {t_err[0]:3.0f}% {t_err[1]:3.0f}%")
+    others(sla, wrong)
     agree, total, near = (sum(t[i] for t in sla.values()) for i in range(3))
     per = " ".join(f"{k}={t[0]}/{t[1]}" for k, t in sorted(sla.items()))
     print(f"sla_verdicts held-out (P99 TTFT <= 2 s, P99 TPOT <= 50 ms): agree={agree}/{total} ({per}; {near} within "

@@ -60,7 +60,15 @@ class VirtualTarget:
 
     def run(self, requests: Sequence[Request], *, concurrency: int | None = None,
             sink: Sink | None = None) -> list[RequestRecord]:
-        records = list(self.engine.run(list(requests), concurrency=concurrency))
+        # as HttpTarget: the warm-up phase ends before the measured one starts (run together, the warm-ups'
+        # prompts would queue with the first measured ones: +40-60 % P99 TTFT on the H200 dynamic study)
+        warm = [r for r in requests if r.warmup]
+        measured = [r for r in requests if not r.warmup]
+        if warm and measured:
+            records = list(self.engine.run(warm, concurrency=concurrency)) + list(
+                self.engine.run(measured, concurrency=concurrency))
+        else:
+            records = list(self.engine.run(list(requests), concurrency=concurrency))
         if sink is not None:
             for r in records:
                 sink(r)

@@ -274,7 +274,8 @@ FIGURES = ("output_throughput", "p50_ttft_ms", "p99_ttft_ms", "p50_tpot_ms", "p9
 class StudyPoint:
     """One measured load point of a study run on the H200 (open loop: req/s; closed loop: concurrency)."""
 
-    results: str  # results folder under the repo, holding study.yaml and trials.parquet
+    results: str  # results folder under the repo, holding trials.parquet
+    study: str  # the study file it ran (under the repo)
     trial: int
     load: float
     args: tuple[tuple[str, Any], ...]
@@ -286,8 +287,9 @@ class StudyPoint:
         return f"{Path(self.results).name}/t{self.trial} {cfg} @{self.load:g}"
 
 
-def study_points(results: str) -> list[StudyPoint]:
-    """The load points a study measured to the end (points stopped early are partial: left out)."""
+def study_points(results: str, study: str = "") -> list[StudyPoint]:
+    """The load points a study measured to the end (points stopped early are partial: left out); `study`
+    defaults to the study.yaml kept in the results folder."""
     from tuner.trial.table import read_trials
 
     out = []
@@ -295,8 +297,8 @@ def study_points(results: str) -> list[StudyPoint]:
         for pt in t.points:
             if pt.get("stopped_early") or any(pt.get(f) is None for f in FIGURES):
                 continue
-            out.append(StudyPoint(results, t.number, float(pt["load"]), tuple(sorted(t.args.items())),
-                                  tuple((f, float(pt[f])) for f in FIGURES)))
+            out.append(StudyPoint(results, study or f"{results}/study.yaml", t.number, float(pt["load"]),
+                                  tuple(sorted(t.args.items())), tuple((f, float(pt[f])) for f in FIGURES)))
     return out
 
 
@@ -306,10 +308,32 @@ def simulate_study_point(sp: StudyPoint, cal: Calibration | None = None) -> dict
     from tuner.load.target import VirtualTarget
     from tuner.spec.load import load_study
 
-    study = load_study(REPO / sp.results / "study.yaml")
+    study = load_study(REPO / sp.study)
     flavour = "sglang" if study.engine == "sglang" else "vllm"
     eng = SimulatedEngine(flavour=flavour, gpu="H200", shape=study.model.shape or "qwen3-8b", args=dict(sp.args),
                           max_model_len=study.model.max_model_len, dtype=study.model.dtype, calibration=cal)
     point, _ = measure_point(VirtualTarget(eng), study.workload, study.sla, study.capacity, sp.load, seed=study.seed,
                              max_model_len=study.model.max_model_len, base_dir=REPO)
     return {f: float(point.summary[f]) for f in FIGURES}
+
+
+# Other H200 runs kept in results folders (issue 16): other workloads, FP8, SGLang. Only the FP8 weights + KV
+# closed-loop trial is fitted on (benchmarks/calibrate_fp8.py: the FP8 gains); every other point is held out.
+STUDY_SETS = (
+    ("benchmarks/results/h200/h200-dynamic", "studies/h200-dynamic.yaml"),
+    ("benchmarks/results/h200/h200-fp8-dynamic", ""),
+    ("benchmarks/results/h200-fp8-static-conc", ""),
+    ("benchmarks/results/h200/h200-sglang-dynamic", ""),
+)
+FP8_BOTH = (("kv_cache_dtype", "fp8"), ("quantization", "fp8"))
+
+
+def study_group(sp: StudyPoint) -> str:
+    """What a study point checks: 'sglang', 'fp8' (the FP8 gains), 'bf16-dynamic' (vLLM on the mixed workload)
+    or 'bf16-closed' (vLLM, fixed concurrency); with '/fit' where calibrate_fp8.py fitted on it."""
+    args = dict(sp.args)
+    if "sglang" in sp.results:
+        return "sglang"
+    if "fp8" in (args.get("quantization"), args.get("kv_cache_dtype")):
+        return "fp8/fit" if "static-conc" in sp.results and sp.args == FP8_BOTH else "fp8"
+    return "bf16-closed" if "conc" in sp.results else "bf16-dynamic"
