@@ -49,6 +49,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+def override(data: dict[str, Any], section: str, flags: dict[str, Any]) -> None:
+    """Command-line values replace keys of a study section. A section that is not a mapping is left as
+    written, so the study's validation names it (merging into it would fail with a bare TypeError)."""
+    given = {k: v for k, v in flags.items() if v is not None}
+    current = data.get(section)
+    if given and (current is None or isinstance(current, dict)):
+        data[section] = {**(current or {}), **given}
+
+
 def load(args: argparse.Namespace) -> tuple[Study, dict[str, Any], Path]:
     from tuner.spec.load import load_yaml, validate  # here, not at the top: `--help` answers without pydantic
     from tuner.spec.study import Study
@@ -60,19 +69,11 @@ def load(args: argparse.Namespace) -> tuple[Study, dict[str, Any], Path]:
     for flag, value in (("--trials", args.trials), ("--max-concurrent", args.max_concurrent)):
         if value is not None and value <= 0:
             raise SpecError(f"{flag} must be > 0, got {value}", flag, "give a positive whole number")
-    budget = dict(data.get("budget") or {})
-    if args.trials is not None:
-        budget["trials"] = args.trials
-    if args.max_concurrent is not None:
-        budget["max_concurrent"] = args.max_concurrent
-    if budget:
-        data["budget"] = budget
+    override(data, "budget", {"trials": args.trials, "max_concurrent": args.max_concurrent})
     if args.seed is not None:
         data["seed"] = args.seed
-    if args.tracking is not None:
-        data["tracking"] = {**(data.get("tracking") or {}), "mode": args.tracking}
-    if args.executor is not None:
-        data["resources"] = {**(data.get("resources") or {}), "executor": args.executor}
+    override(data, "tracking", {"mode": args.tracking})
+    override(data, "resources", {"executor": args.executor})
     study = validate(Study, data, str(path))
     return study, data, path
 
