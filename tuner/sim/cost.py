@@ -164,8 +164,15 @@ class StepCost:
             attn_pairs += self.spec.k * decode_ctx
             graphed = graphed and tokens <= self.graph_max
             draft = self.spec_draft_time(decodes, decode_ctx)
-        lin = max((tokens * self.c_lin + logits * self.c_lm) * flop_mult, self.weights_time(tokens))
-        attn = max(attn_pairs * self.c_attn * flop_mult, kv_read * self.c_kv)
+        # max(compute, bytes) of both kernel families, written out (this runs once or twice per step)
+        lin = (tokens * self.c_lin + logits * self.c_lm) * flop_mult
+        w = self.weights_time(tokens) if self.t_moe_w else self.t_dense_w
+        if w > lin:
+            lin = w
+        attn = attn_pairs * self.c_attn * flop_mult
+        kv = kv_read * self.c_kv
+        if kv > attn:
+            attn = kv
         t = (lin + attn) * self.mult + self.o_step + tokens * self.o_tok + draft
         if not graphed:
             t += self.launch
