@@ -168,6 +168,8 @@ class SimulatedEngine:
         # vLLM async scheduling: the step starting now was scheduled when the last one started, so a request
         # that reached the engine during the last step waits one more step
         ahead = bool(self.cal.sched_ahead) and self.flavour == "vllm"
+        if isinstance(sched, VLLMScheduler):  # advance takes the extra step itself (see VLLMScheduler.advance)
+            sched.ahead, sched.stop_at = ahead, t_stop
         finished = sched.finished
         advance = sched.advance
         inf = math.inf

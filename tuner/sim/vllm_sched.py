@@ -37,6 +37,9 @@ class VLLMScheduler(Core):
         self.carry = 0.0  # deferred prompt work the next step carries
         self.lagged: list[Seq] = []  # prompts completed last step: first token at this step's end
         self.width = cost.width
+        # set by SimulatedEngine._run: async scheduling on (Calibration.sched_ahead) and the run's time limit
+        self.ahead = False
+        self.stop_at = math.inf
 
     def _newest(self) -> Seq:
         return self.running[next(reversed(self.running))]
@@ -71,7 +74,19 @@ class VLLMScheduler(Core):
             limit = (heap[0][0] if heap else 1 << 60) - self.nd
             k = limit if self.free // n * self.bs >= limit else self._kv_steps(limit)
             if k >= 2:
-                self._decode_run(k, math.inf if waiting else t_event)
+                if waiting:
+                    self._decode_run(k, math.inf)
+                    return True
+                nd = self.nd
+                self._decode_run(k, t_event)
+                if self.ahead and self.nd - nd < k and self.last_start < t_event <= self.now < self.stop_at:
+                    # cut by an arrival that came during the run's last step: the engine's loop would now call
+                    # advance(t_event) again for the one step async scheduling adds; take it here (same checks,
+                    # same call; nothing finished, so the heap, n and the arrival's ingress time are unchanged)
+                    limit = heap[0][0] - self.nd if heap else (1 << 60) - self.nd
+                    k = limit if self.free // n * self.bs >= limit else self._kv_steps(limit)
+                    if k >= 2:
+                        self._decode_run(k, t_event)
                 return True
         return self.step()
 
