@@ -4,7 +4,9 @@ Minimises the mean absolute log error, capped per figure (robust: one queueing-s
 not dominate), of the seven `vllm bench serve` figures (output tok/s, P50/P99 TTFT, P50/P99 TPOT,
 P50/P99 ITL) over the FIT_SET points of tuner/sim/reference.py, plus the TTFT and ITL quantiles
 (P10..P99) of the per-request replays (REPLAYS: the simulator fed the measured send times and lengths
-of servetune's H200 per-request records of the fit points), by coordinate search in log space (no extra dependency). Prints the fitted Calibration; `--write` rewrites
+of servetune's H200 per-request records of the fit points), plus the five figures of the load points of the
+dynamic-mix study FIT_STUDY (prompts of 300-6,000+ tokens: the only fit data where prefill attention costs
+enough to fix e_attn; each point re-run as the study ran it), by coordinate search in log space (no extra dependency). Prints the fitted Calibration; `--write` rewrites
 tuner/sim/calibration.py with it. Held-out error: benchmarks/sim_fidelity.py.
 
     .venv/bin/python benchmarks/calibrate_sim.py [--write] [--rounds 40]
@@ -24,7 +26,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tuner.sim.calibration import FITTED
 from tuner.sim.cost import Calibration
-from tuner.sim.reference import ALL_POINTS, FIT_SET, METRICS, REPLAYS, measured, replay, simulate
+from tuner.sim.reference import (
+    ALL_POINTS,
+    FIGURES,
+    FIT_SET,
+    FIT_STUDY,
+    METRICS,
+    REPLAYS,
+    measured,
+    replay,
+    simulate,
+    simulate_study_point,
+    study_points,
+)
 
 FREE = ("e_lin", "e_w", "e_attn", "e_kv", "o_step_s", "o_tok_s", "launch_per_layer_s", "eager_mult", "frontend_s",
         "ingress_per_seq_s", "heat_slowdown", "heat_tau_s", "prompt_defer")
@@ -35,6 +49,7 @@ BOUNDS = {
     "eager_mult": (1.0, 2.0), "frontend_s": (1e-4, 0.05), "prompt_defer": (0.01, 0.9),
     "sched_ahead": (0, 1),  # on/off (--start sched_ahead=1), not searched
 }
+FIT_STUDY_POINTS = tuple(study_points(*FIT_STUDY))
 CAP = 0.25  # per-figure cap on |log error|: a threshold effect (queueing onset) must not steer the fit
 CAL_FILE = Path(__file__).resolve().parents[1] / "tuner" / "sim" / "calibration.py"
 
@@ -42,7 +57,11 @@ CAL_FILE = Path(__file__).resolve().parents[1] / "tuner" / "sim" / "calibration.
 def _terms(job: tuple[Calibration, str]) -> list[float]:
     """Capped |log error| of every figure of one fit point or one replay (one unit of parallel work)."""
     cal, what = job
-    if what.startswith("replay:"):
+    if what.startswith("study:"):
+        sp = FIT_STUDY_POINTS[int(what.removeprefix("study:"))]
+        sim, real = simulate_study_point(sp, cal), dict(sp.real)
+        pairs = [(sim[f], real[f]) for f in FIGURES]
+    elif what.startswith("replay:"):
         sim_d, real_d = replay(what.removeprefix("replay:"), cal)
         pairs = [(s_q, r_q) for key in sim_d for s_q, r_q in zip(sim_d[key], real_d[key], strict=True)]
     else:
@@ -56,7 +75,8 @@ POOL: Pool | None = None  # --jobs > 1: points and replays of one loss run in pa
 
 
 def loss(cal: Calibration) -> float:
-    jobs = [(cal, p.name) for p in ALL_POINTS if p.name in FIT_SET] + [(cal, f"replay:{r}") for r in REPLAYS]
+    jobs = ([(cal, p.name) for p in ALL_POINTS if p.name in FIT_SET] + [(cal, f"replay:{r}") for r in REPLAYS]
+            + [(cal, f"study:{i}") for i in range(len(FIT_STUDY_POINTS))])
     terms = [t for ts in (POOL.map(_terms, jobs) if POOL else map(_terms, jobs)) for t in ts]
     return sum(terms) / len(terms)
 
