@@ -42,7 +42,7 @@ from tuner.sim.reference import (  # noqa: E402
 
 LIN = (1.2, 1.3, 1.35, 1.4, 1.5, 1.6)
 KV = (1.2, 1.3, 1.4, 1.5, 1.6)
-W = (1.2, 1.4, 1.6, 1.8, 2.0)
+W = (1.0, 1.1, 1.2, 1.4, 1.6, 2.0)
 FP8_CONC = tuple(sp for sp in study_points("benchmarks/results/h200-fp8-static-conc") if sp.args == FP8_BOTH)
 HELD_DYNAMIC = tuple(sp for sp in study_points("benchmarks/results/h200/h200-fp8-dynamic")
                      if dict(sp.args).get("quantization") == "fp8")
