@@ -181,7 +181,18 @@ class Core:
             self._finish(s, t_out)
         else:
             self.prefilling.remove(s)
-            self._enter_decode(s)
+            # _enter_decode, inlined (once per request)
+            s.state = DECODE
+            s.dec_start = j = self.nd
+            s.g0 = s.gen
+            s.L0 = L = s.L
+            s.phase = ph = (j - L) % self.bs
+            self.cnt[ph] += 1
+            self.n_dec += 1
+            self.sum_l += L
+            left = s.out - s.gen
+            self.sum_rem += left
+            heapq.heappush(self.heap, (j + left, s.ver, s.idx, s))
 
     def _pop_finished(self, t_out: float) -> None:
         j = self.nd
