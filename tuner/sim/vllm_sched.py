@@ -91,6 +91,16 @@ class VLLMScheduler(Core):
         return self.step()
 
     def step(self) -> bool:
+        n = self.n_dec
+        if n and not self.waiting and not self.spec_on and not self.heat_k:
+            for s in self.prefilling:
+                if s.L != s.target:
+                    break
+            else:  # decodes only (prompts done, their first tokens maybe due): the common step after a prompt's
+                j = self.nd
+                need = self.cnt[j % self.bs]
+                if need <= self.free:
+                    return self._decode_step(n, j, need)
         bs = self.bs
         j = self.nd
         preempted = False
@@ -228,6 +238,30 @@ class VLLMScheduler(Core):
                         self.lagged.append(s)
                     else:
                         self._sampled(s, t_out)
+        return True
+
+    def _decode_step(self, n: int, j: int, need: int) -> bool:
+        """`step` when it has only decodes to run and their blocks are free: the same operations, less work."""
+        self.free -= need
+        ctx = float(self.sum_l + n)
+        dur = self.cost.step(n, n, ctx, ctx, n <= self.graph_max)
+        if self.defer:  # no prompt in this step: the deferred work is added, nothing is deferred
+            dur += self.carry
+            self.carry = 0.0
+        now = self.now
+        self.last_start = now
+        self.now = now = now + dur
+        t_out = now + self.frontend
+        self.steps += 1
+        self.segs.extend((t_out, 0.0, 0.0, 1))
+        self.nd = j + 1
+        self.sum_l += n
+        self.sum_rem -= n
+        heap = self.heap
+        if heap and heap[0][0] <= j + 1:
+            self._pop_finished(t_out)
+        if self.lagged:
+            self._sample_lagged(t_out)
         return True
 
     def _sample_lagged(self, t_out: float) -> None:
