@@ -92,15 +92,18 @@ class VLLMScheduler(Core):
 
     def step(self) -> bool:
         n = self.n_dec
-        if n and not self.waiting and not self.spec_on and not self.heat_k:
-            for s in self.prefilling:
-                if s.L != s.target:
-                    break
-            else:  # decodes only (prompts done, their first tokens maybe due): the common step after a prompt's
-                j = self.nd
-                need = self.cnt[j % self.bs]
-                if need <= self.free:
-                    return self._decode_step(n, j, need)
+        if n and not self.spec_on and not self.heat_k:
+            if not self.waiting:
+                for s in self.prefilling:
+                    if s.L != s.target:
+                        break
+                else:  # decodes only (prompts done, their first tokens maybe due): the common step after a prompt's
+                    j = self.nd
+                    need = self.cnt[j % self.bs]
+                    if need <= self.free:
+                        return self._decode_step(n, j, need)
+            elif len(self.waiting) == 1 and not self.prefilling and self._prompt_step(n):
+                return True
         bs = self.bs
         j = self.nd
         preempted = False
@@ -238,6 +241,63 @@ class VLLMScheduler(Core):
                         self.lagged.append(s)
                     else:
                         self._sampled(s, t_out)
+        return True
+
+    def _prompt_step(self, n: int) -> bool:
+        """`step` for n decodes and one waiting prompt that fits whole (no prefix lookup, no preemption);
+        the same operations. False, with nothing changed, when that is not the case."""
+        s = self.waiting[0]
+        if self.prefix_caching and s.pgroup >= 0 or len(self.running) >= self.mns:
+            return False
+        bs = self.bs
+        j = self.nd
+        need = self.cnt[j % bs]
+        L = s.L
+        c = s.target - L
+        budget = self.mbt - n * self.width
+        if budget <= 0 or c > budget or c > self.threshold:
+            return False
+        nb = -(-(L + c) // bs) - s.blocks
+        free = self.free - need - nb
+        if need > self.free or free < 0:
+            return False
+        self.waiting.popleft()
+        s.state = PREFILL
+        self.running[s.idx] = s
+        self.prefilling.append(s)
+        self.free = free
+        s.blocks += nb
+        graph_max = self.graph_max
+        ctx = float(self.sum_l + n)
+        tokens = n + c
+        cost_step = self.cost.step
+        dur = cost_step(tokens, n + 1, ctx + c * (L + (c + 1) * 0.5), ctx + (L + c), tokens <= graph_max)
+        defer = self.defer
+        if defer:
+            extra = dur - cost_step(n, n, ctx, ctx, n <= graph_max)
+            extra = (extra if extra > 0.0 else 0.0) * defer
+            dur += self.carry - extra
+            self.carry = extra
+        now = self.now
+        self.last_start = now
+        self.now = now = now + dur
+        t_out = now + self.frontend
+        self.steps += 1
+        self.segs.extend((t_out, 0.0, 0.0, 1))
+        self.nd = j + 1
+        self.sum_l += n
+        self.sum_rem -= n
+        heap = self.heap
+        if heap and heap[0][0] <= j + 1:
+            self._pop_finished(t_out)
+        if self.lagged:
+            self._sample_lagged(t_out)
+        s.L += c
+        self.prompt_tokens += c
+        if defer > 0.0:
+            self.lagged.append(s)
+        else:
+            self._sampled(s, t_out)
         return True
 
     def _decode_step(self, n: int, j: int, need: int) -> bool:
