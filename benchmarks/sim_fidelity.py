@@ -95,7 +95,7 @@ def others(sla: dict[str, list[int]], wrong: list[str]) -> None:
                     if verdict(sim) != verdict(real):
                         wrong.append(f"{sp.name} (sim {'meets' if verdict(sim) else 'misses'})")
             cells = " ".join(f"{sim[f]:>7.1f}/{real[f]:>7.1f} {err[f]:3.0f}%" for f in FIGURES)
-            print(f"  {sp.name:70s} {group:12s} {cells}")
+            print(f"  {sp.name:44s} {group:16s} {cells}")
     for group, rows in groups.items():
         per = " ".join(f"{SHORT[f]}={med([r[f] for r in rows]):.1f}" for f in FIGURES)
         print(f"other={group} points={len(rows)} median_abs_error_pct: {per}")

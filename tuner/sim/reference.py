@@ -283,8 +283,12 @@ class StudyPoint:
 
     @property
     def name(self) -> str:
-        cfg = ",".join(f"{k}={v}" for k, v in self.args) or "defaults"
+        cfg = ",".join(f"{_ABBREV.get(k, k)}={v}" for k, v in self.args) or "defaults"
         return f"{Path(self.results).name}/t{self.trial} {cfg} @{self.load:g}"
+
+
+_ABBREV = {"max_num_batched_tokens": "mbt", "max_num_seqs": "mns", "kv_cache_dtype": "kv", "quantization": "q",
+           "attention_backend": "attn"}
 
 
 def study_points(results: str, study: str = "") -> list[StudyPoint]:
