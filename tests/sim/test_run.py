@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
+from array import array
+from pathlib import Path
+
 import pytest
 from simhelp import engine, poisson
 
+from tuner.load.metrics import summarize
 from tuner.load.records import Request
+from tuner.load.records_io import RecordWriter, read_records
+from tuner.load.vllm_result import result_json
 
 
 def test_records_hold_every_token_in_order() -> None:
@@ -87,3 +94,22 @@ def test_prefix_caching_skips_shared_prefix_compute() -> None:
     ttft_p = sum(r.ttft_s for r in plain[1:])
     assert ttft_c < 0.5 * ttft_p
     assert cached[0].ttft_s == pytest.approx(plain[0].ttft_s)
+
+
+def test_array_token_times_read_like_lists(tmp_path: Path) -> None:
+    """Sim records carry array('d') token times (no float object per token); the summary, vLLM's result JSON
+    and the Parquet records must come out exactly as from the same records with lists."""
+    reqs = poisson(120, 8.0, inp=(100, 4000), out=(1, 400), seed=5)
+    recs = engine().run(reqs, max_sim_time_s=8.0)
+    assert all(isinstance(r.token_times, array) for r in recs) and any(r.error == "timeout" for r in recs)
+    lists = [dataclasses.replace(r, token_times=list(r.token_times)) for r in recs]
+    assert summarize(recs) == summarize(lists)
+    run = {"model_id": "m"}
+    assert ({**result_json(recs, summarize(recs), run=run, detailed=True), "date": ""}
+            == {**result_json(lists, summarize(lists), run=run, detailed=True), "date": ""})
+    for name, rows in (("a", recs), ("b", lists)):
+        w = RecordWriter(tmp_path / f"{name}.parquet")
+        for r in rows:
+            w.write(r)
+        w.close()
+    assert read_records(tmp_path / "a.parquet").equals(read_records(tmp_path / "b.parquet"))
