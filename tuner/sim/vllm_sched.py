@@ -62,8 +62,12 @@ class VLLMScheduler(Core):
         n = self.n_dec
         if n and self.macro and not self.prefilling and not self.carry:
             waiting = self.waiting
-            if waiting and len(self.running) < self.mns and not self._head_blocked():
-                return self.step()
+            if waiting:
+                # what step() would do first when the head fits (then it is not blocked); else the usual checks
+                if len(waiting) == 1 and not self.spec_on and not self.heat_k and self._prompt_step(n):
+                    return True
+                if len(self.running) < self.mns and not self._head_blocked():
+                    return self.step()
             # the next finish (Core._clean_heap, inlined: this runs once per event)
             heap = self.heap
             while heap:
