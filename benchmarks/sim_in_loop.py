@@ -91,11 +91,15 @@ def search(scorer: Scorer, study: Study, trials: int, seed: int,
     return out
 
 
-def wired(real: Scorer, study: Study, budget: int, seed: int) -> tuple[list[float | None], int]:
+def wired(real: Scorer, study: Study, budget: int, seed: int, pool: int
+          ) -> tuple[list[float | None], int, list[dict[str, Any]]]:
     """The gate as `python -m tuner.run` runs it (SearchCore + StudyGate, the unperturbed simulator
-    predicting): the measured objective of each real trial in launch order, and the candidates skipped."""
+    predicting and proposing from a `pool`-trial simulated search): the measured objective of each real
+    trial in launch order, the candidates skipped, and the gate's records."""
+    gate_settings = study.search.sim_gate.model_copy(update={"pool": pool})
+    study = study.model_copy(update={"seed": seed, "search": study.search.model_copy(update={"sim_gate": gate_settings})})
     gate = StudyGate(study, real.space)
-    core = SearchCore(study.model_copy(update={"seed": seed}), real.space, gate=gate)
+    core = SearchCore(study, real.space, gate=gate)
     measured: list[float | None] = []
     while len(measured) < budget:
         batch = core.ask_batch(min(study.budget.max_concurrent, budget - len(measured)))
@@ -105,7 +109,16 @@ def wired(real: Scorer, study: Study, budget: int, seed: int) -> tuple[list[floa
             res = real.score(cfg.engine, cfg.args)
             core.tell(cfg.number, res)
             measured.append(res.objective if _ok(res) else None)
-    return measured, sum(r["event"] == "skipped" for r in gate.records)
+    return measured, sum(r["event"] == "skipped" for r in gate.records), gate.records
+
+
+def trial_log(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per real trial of the wired gate: predicted vs measured capacity and objective, why launched."""
+    why = {r["number"]: r for r in records if r["event"] == "launched" and "number" in r}
+    return [{"number": m["number"], "predicted_capacity": m["predicted_capacity"],
+             "measured_capacity": m["measured_capacity"], "predicted_objective": m["predicted_objective"],
+             "measured_objective": m["measured_objective"], "reason": why.get(m["number"], {}).get("reason", "")}
+            for m in records if m["event"] == "measured"]
 
 
 def first_at(measured: list[float | None], target: float) -> int | None:
@@ -154,12 +167,13 @@ def main() -> None:
             return (r.objective if _ok(r) else None), r.capacity
 
         records = gated_search(cands, measure, first=sim.key(pool[0][0], pool[0][1]))
-        arms[seed] = {"without": without, "records": records, "wired": wired(real, study, a.budget, seed)}
+        arms[seed] = {"without": without, "records": records, "wired": wired(real, study, a.budget, seed, a.pool)}
     opt = real.best()
     target = 0.95 * opt
     print(f"true optimum (best real objective over {a.ref_sample} random configs and every launched one): "
           f"{opt:.1f}; target {target:.1f}")
     with_n, without_n, spent, log, wired_n, wired_spent = [], [], [], {}, [], []
+    wired_log: dict[int, list[dict[str, Any]]] = {}
     for seed, arm in arms.items():
         best, n_wo = float("-inf"), None
         for i, (_, _, r) in enumerate(arm["without"], 1):
@@ -173,7 +187,7 @@ def main() -> None:
         best_loop = max((r.measured for r in arm["records"] if r.measured is not None), default=0.0)
         print(f"seed {seed}: without loop {n_wo or f'>{a.budget}'} real trials; with loop {n_w or 'never'} "
               f"({launched} launched of {len(arm['records'])} candidates, best {best_loop / opt:.3f} of optimum)")
-        w_measured, w_skipped = arm["wired"]
+        w_measured, w_skipped, w_records = arm["wired"]
         n_wired = first_at(w_measured, target)
         print(f"        wired gate (tuner.run's path): {n_wired or 'never'} real trials to 95 %; "
               f"{len(w_measured)} launched, {w_skipped} skipped, best "
@@ -184,20 +198,28 @@ def main() -> None:
         without_n.append(n_wo or a.budget + 1)
         with_n.append(n_w or a.budget + 1)
         log[seed] = [asdict(r) | {"key": list(r.key)} for r in arm["records"]]
+        wired_log[seed] = trial_log(w_records)
     print("seed 0, per candidate (order, predicted -> corrected/upper, measured, reason):")
     for r in log[0]:
         fmt = lambda v: "-" if v is None else f"{v:.0f}"  # noqa: E731
         print(f"  {'#' + str(r['order']) if r['launched'] else 'skip':>5} pred {fmt(r['predicted'])} "
               f"-> {fmt(r['corrected'])}/{fmt(r['upper'])} measured {fmt(r['measured'])} "
               f"(cap pred {r['predicted_capacity']} meas {r['measured_capacity']}): {r['reason'][:110]}")
+    print("seed 0, wired gate, per real trial (number, capacity predicted -> measured, objective predicted -> "
+          "measured, why launched):")
+    for t in wired_log[0]:
+        fmt = lambda v: "-" if v is None else f"{v:.3g}"  # noqa: E731
+        print(f"  #{t['number']:<3} cap {fmt(t['predicted_capacity'])} -> {fmt(t['measured_capacity'])}  obj "
+              f"{fmt(t['predicted_objective'])} -> {fmt(t['measured_objective'])}: {t['reason'][:110]}")
     if a.log:
         a.log.parent.mkdir(parents=True, exist_ok=True)
-        a.log.write_text(json.dumps(log, indent=1, default=str))
+        a.log.write_text(json.dumps({"pool_loop": log, "wired": wired_log}, indent=1, default=str))
     print(f"real trials the loop launched before it stopped (median over seeds): {statistics.median(spent):g} "
           f"(without the loop the search spends its whole budget: {a.budget})")
     print(f"wired gate (SearchCore + StudyGate, as python -m tuner.run): real trials to 95 % "
           f"{statistics.median(wired_n):g}, launched {statistics.median(wired_spent):g} (medians over seeds)")
-    print(f"real_trials_to_95pct_with_loop={statistics.median(with_n):g} without_loop={statistics.median(without_n):g}")
+    print(f"real_trials_to_95pct_with_loop={statistics.median(with_n):g} without_loop={statistics.median(without_n):g} "
+          f"wired={statistics.median(wired_n):g}")
 
 
 if __name__ == "__main__":

@@ -82,21 +82,29 @@ def stopped_result(study: Study, reason: str, seen: list[Any]) -> TrialReport:
                        early_stopped=True, reason=reason)
 
 
-def prescreen(study: Study, trials: int = 40, top_k: int = 3) -> list[tuple[str, dict[str, Any]]]:
-    """Best `top_k` (engine, params) of a simulated study of `trials` trials for a real-engine study."""
+def simulated_search(study: Study, space: Any, trials: int) -> list[tuple[dict[str, Any], TrialReport]]:
+    """The study's own search (sampler, baseline, constraints, seed) run on the simulator for `trials`
+    trials: each finished trial's history row (engine, params, args, baseline, objective, ...) and report."""
     from tuner.search.searcher import SearchCore
-    from tuner.search.space import build_space
 
-    space = build_space(study)
     core = SearchCore(study, space)
+    out: list[tuple[dict[str, Any], TrialReport]] = []
     for _ in range(trials):
         cfg = core.ask()
         if cfg is None:
             break
-        flavour = space.engines[cfg.engine].flavour
-        core.tell(cfg.number, simulate(study, flavour, cfg.args))
-    ranked = sorted((h for h in core.history if h["feasible"] and not h["baseline"]),
-                    key=lambda h: -h["objective"])
+        report = simulate(study, space.engines[cfg.engine].flavour, cfg.args)
+        core.tell(cfg.number, report)
+        out.append((core.history[-1], report))
+    return out
+
+
+def prescreen(study: Study, trials: int = 40, top_k: int = 3) -> list[tuple[str, dict[str, Any]]]:
+    """Best `top_k` (engine, params) of a simulated study of `trials` trials for a real-engine study."""
+    from tuner.search.space import build_space
+
+    rows = [h for h, _ in simulated_search(study, build_space(study), trials)]
+    ranked = sorted((h for h in rows if h["feasible"] and not h["baseline"]), key=lambda h: -h["objective"])
     return [(h["engine"], dict(h["params"])) for h in ranked[:top_k]]
 
 

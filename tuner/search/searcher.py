@@ -99,10 +99,14 @@ class SearchCore:
     def warm_start(self, configs: list[tuple[str, dict[str, Any]]]) -> None:
         """Launch these (engine, params) first after the baseline (e.g. pre-screened on the simulator)."""
         for engine, params in configs:
-            fixed = {f"{engine}.{k}": v for k, v in params.items()}
-            if self.space.joint:
-                fixed["engine"] = engine
-            self._warm.append(fixed)
+            self._warm.append(self._prefixed(engine, params))
+
+    def _prefixed(self, engine: str, params: dict[str, Any]) -> dict[str, Any]:
+        """(engine, params) as the Optuna params of this study (`<engine>.<knob>`, `engine` when joint)."""
+        fixed = {f"{engine}.{k}": v for k, v in params.items()}
+        if self.space.joint:
+            fixed["engine"] = engine
+        return fixed
 
     def resume(self, done: list[Any]) -> list[Any]:
         """Continue from the Optuna storage after a stopped driver; returns trials only Optuna recorded.
@@ -121,6 +125,12 @@ class SearchCore:
             return self._baseline(self._baselines.pop(0))
         if self._warm:
             self.optuna.enqueue_trial(self._warm.pop(0), user_attrs={"warm_start": True}, skip_if_exists=False)
+        elif self.gate is not None and self._grid is None:
+            # the simulator's best pooled config that could still beat the incumbent goes first
+            pick = self.gate.propose(self.incumbent(), lambda key: key in self._running or key in self._done)
+            if pick is not None:
+                self.optuna.enqueue_trial(self._prefixed(*pick), user_attrs={"sim_gate_proposed": True},
+                                          skip_if_exists=False)
         skipped = 0
         for _ in range(self.max_resample):
             if self._grid is not None:
@@ -211,10 +221,7 @@ class SearchCore:
 
     def fixed_trial(self, engine: str, values: dict[str, Any]) -> optuna.Trial:
         """An Optuna trial whose params are exactly `values` (enqueued, then suggested one by one)."""
-        fixed = {f"{engine}.{k}": v for k, v in values.items()}
-        if self.space.joint:
-            fixed["engine"] = engine
-        self.optuna.enqueue_trial(fixed, skip_if_exists=False)
+        self.optuna.enqueue_trial(self._prefixed(engine, values), skip_if_exists=False)
         trial = self.optuna.ask()
         if self.space.joint:
             trial.suggest_categorical("engine", list(self.space.engines))
@@ -261,7 +268,7 @@ class SearchCore:
         if self.feasibility is not None:
             self.feasibility.observe(cfg.engine, cfg.args, outcome, number, result.reason)
         if self.gate is not None:
-            self.gate.observe(number, result)
+            self.gate.observe(number, result, cfg.engine, cfg.args)
         values = self._values(result)
         constraints = self._constraints(result)
         if trial is not None:

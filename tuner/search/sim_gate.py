@@ -53,21 +53,35 @@ class SimGate:
     prior_error: float = 0.3  # assumed relative error before two real trials: the perturbations we guard against
     floor: float = 0.05  # never trust the simulator closer than this
     min_points: int = 3  # fewer pairs say too little about the spread
+    twin_tol: float = 0.01  # a candidate predicted this close to a measured config is its twin (not re-run)
     ratios: list[float] = field(default_factory=list)  # measured / predicted per real trial
+    pairs: list[tuple[float, float, int]] = field(default_factory=list)  # (predicted, measured, trial) that ran
+    # SLA-miss margins the simulator predicted for configs the engine then ran within the SLA: each is a
+    # measured error of the simulator (its latency was off by at least that much), so it widens the error
+    surprises: list[float] = field(default_factory=list)
 
-    def observe(self, predicted: float | None, measured: float | None) -> None:
-        """Learn from one real trial; only pairs where both sides ran and are positive carry a ratio."""
+    def observe(self, predicted: float | None, measured: float | None, order: int | None = None,
+                miss: float | None = None) -> None:
+        """Learn from one real trial; only pairs where both sides ran and are positive carry a ratio.
+        `miss`: the simulator's predicted SLA violation ((value - limit) / limit) when it said the config
+        would miss the SLA; if the engine met it, that margin is a surprise that widens the error."""
         if predicted and measured and predicted > 0 and measured > 0:
             self.ratios.append(measured / predicted)
+            if order is not None:
+                self.pairs.append((predicted, measured, order))
+        elif predicted is None and measured is not None and measured > 0:
+            self.surprises.append(miss if miss is not None and miss > 0 else self.prior_error)
 
     def correction(self) -> float:
         return statistics.median(self.ratios) if self.ratios else 1.0
 
     def error(self) -> float:
         if len(self.ratios) < self.min_points:
-            return self.prior_error
-        c = self.correction()
-        return max(self.floor, max(abs(r / c - 1) for r in self.ratios))
+            base = self.prior_error
+        else:
+            c = self.correction()
+            base = max(self.floor, max(abs(r / c - 1) for r in self.ratios))
+        return max([base, *self.surprises])
 
     def bounds(self, predicted: float | None) -> tuple[float | None, float | None]:
         """(corrected prediction, its upper bound)."""
@@ -76,9 +90,33 @@ class SimGate:
         corrected = predicted * self.correction()
         return corrected, corrected * (1 + self.error())
 
-    def could_beat(self, predicted: float | None, incumbent: float | None) -> tuple[bool, str]:
+    def twin(self, predicted: float | None) -> tuple[float, float, int] | None:
+        """The measured (predicted, measured, trial) the simulator cannot tell this prediction from."""
+        if predicted is None:
+            return None
+        return next((t for t in self.pairs if abs(predicted - t[0]) <= self.twin_tol * t[0]), None)
+
+    def score(self, predicted: float | None, incumbent: float | None,
+              miss: float | None = None) -> tuple[float | None, float | None, bool, str]:
+        """(corrected, upper bound, could beat the incumbent, why) for one candidate now."""
+        twin = self.twin(predicted)
+        if twin is None:
+            corrected, upper = self.bounds(predicted)
+            return (corrected, upper, *self.could_beat(predicted, incumbent, miss))
+        _, m, o = twin
+        ok = incumbent is None or m > incumbent  # the measured one stands for both
+        return m, m, ok, (f"simulator twin of real trial #{o} (predicted within {self.twin_tol:.0%}, measured "
+                          f"{m:.1f}): upper bound {m:.1f} {'>' if ok else '<='} incumbent "
+                          f"{incumbent if incumbent is None else round(incumbent, 1)}")
+
+    def could_beat(self, predicted: float | None, incumbent: float | None,
+                   miss: float | None = None) -> tuple[bool, str]:
         corrected, upper = self.bounds(predicted)
         if upper is None:
+            if self.surprises and miss is not None and miss <= self.error():
+                return True, (f"simulator predicts an SLA miss by {miss:.0%}, within its measured error "
+                              f"{self.error():.0%} (the engine met the SLA in {len(self.surprises)} config(s) it "
+                              "said would miss)")
             return False, "simulator: cannot meet the SLA or start"
         if incumbent is None:
             return True, f"no incumbent yet; corrected prediction {corrected:.1f}"
@@ -93,25 +131,13 @@ def gated_search(candidates: Sequence[Candidate], measure: Callable[[Any], tuple
     """Launch real trials (via `measure(key) -> (objective, capacity)`, None objective = did not meet the
     SLA) best upper bound first, re-scoring after each, until no remaining candidate could beat the
     incumbent or `max_real` trials ran. `first` (e.g. the baseline's key) is launched first regardless."""
-    gate = gate or SimGate()
+    gate = gate or SimGate(twin_tol=twin_tol)
     records: list[Record] = []
     remaining = list(candidates)
     incumbent: float | None = None
-    measured_pairs: list[tuple[float, float, int]] = []  # (predicted, measured, order) of real trials that ran
 
     def score(c: Candidate) -> tuple[float | None, float | None, bool, str]:
-        """(corrected, upper, could beat the incumbent, why) for one candidate now."""
-        twin = next(((p, m, o) for p, m, o in measured_pairs
-                      if c.predicted is not None and abs(c.predicted - p) <= twin_tol * p), None)
-        if twin is None:
-            corrected, upper = gate.bounds(c.predicted)
-            return (corrected, upper, *gate.could_beat(c.predicted, incumbent))
-        p, m, o = twin
-        corrected = upper = m  # the simulator cannot tell them apart: the measured one stands for both
-        ok = incumbent is None or upper > incumbent
-        return corrected, upper, ok, (f"simulator twin of real trial #{o} (predicted within {twin_tol:.0%}, measured "
-                                      f"{m:.1f}): upper bound {upper:.1f} {'>' if ok else '<='} incumbent "
-                                      f"{incumbent if incumbent is None else round(incumbent, 1)}")
+        return gate.score(c.predicted, incumbent)
 
     n = 0
     while remaining and (max_real is None or n < max_real):
@@ -129,9 +155,7 @@ def gated_search(candidates: Sequence[Candidate], measure: Callable[[Any], tuple
         n += 1
         records.append(Record(pick.key, pick.predicted, pick.predicted_capacity, corrected, upper, incumbent, True,
                               reason, measured, measured_cap, order=n))
-        gate.observe(pick.predicted, measured)
-        if pick.predicted and measured is not None and pick.predicted > 0:
-            measured_pairs.append((pick.predicted, measured, n))
+        gate.observe(pick.predicted, measured, order=n)
         if measured is not None and (incumbent is None or measured > incumbent):
             incumbent = measured
     for c in remaining:

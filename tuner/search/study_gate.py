@@ -1,92 +1,168 @@
 """The simulator gate of a real-engine study (`search.sim_gate`): GPU time only where the simulator is unsure.
 
-SearchCore asks `judge` before launching a sampled config: the config is run on the calibrated
-simulator (virtual time, the study's own workload, SLA and capacity search), and `SimGate` decides
-whether its prediction, corrected by the real trials so far and widened by the simulator's measured
-error, could beat the incumbent. Skipped configs are told to Optuna as failed with the reason (never
-a made-up score); launched ones carry the prediction in their notes (trials.parquet, MLflow trial.json).
-After each real trial `observe` updates the correction, so every later candidate is judged by it.
-Every decision and measurement is a line of `sim_gate.jsonl` in the output folder.
+The gate both proposes and vetoes. It proposes: once, before the first searched trial, it runs the
+study's own search on the calibrated simulator for `sim_gate.pool` trials (virtual time, the study's
+workload, SLA and capacity search; about a second each); before every real trial SearchCore asks it for
+the pooled config with the best upper bound (prediction corrected by the real trials so far, widened by
+the simulator's measured error) that could beat the incumbent and has not run (nor has a simulator twin
+that ran), and launches that. Only when none is left does the study's sampler propose, and the gate vetoes
+each of its samples the same way (`judge`). Skipped configs are told to Optuna as failed with the reason
+(never a made-up score); launched ones carry the prediction and why in their notes (trials.parquet,
+MLflow trial.json). After each real trial `observe` updates the correction and the error, so every later
+candidate, pooled or sampled, is re-scored with them. A resumed study rebuilds the gate from its recorded
+trials (each re-predicted on the simulator). Every decision and measurement is a line of `sim_gate.jsonl`.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from tuner.common.errors import SpecError
 from tuner.common.numeric import finite_float
 from tuner.search.ask_tell import TrialReport
+from tuner.search.feasibility import config_key
 from tuner.search.prescreen import simulate
 from tuner.search.sim_gate import SimGate
 from tuner.search.space import Space
+from tuner.spec.sla import max_violation
 from tuner.spec.study import Study
 from tuner.trial.outcome import TrialOutcome
 
 log = logging.getLogger(__name__)
 FILE = "sim_gate.jsonl"
+Prediction = tuple[float | None, float | None, float | None]  # objective, capacity, predicted SLA miss
 
 
 class StudyGate:
-    """Predictions, decisions and the running correction of one study."""
+    """Predictions, proposals, decisions and the running correction of one study."""
 
     def __init__(self, study: Study, space: Space, out: Path | None = None) -> None:
         s = study.search.sim_gate
         self.study, self.space, self.settings = study, space, s
         self.gate = SimGate(prior_error=s.prior_error, floor=s.floor, min_points=s.min_points)
         self.path = out / FILE if out is not None else None
-        self.predicted: dict[int, tuple[float | None, float | None]] = {}  # trial number -> (objective, capacity)
+        self.predicted: dict[int, Prediction] = {}  # trial number -> prediction, until measured
         self.records: list[dict[str, Any]] = []
         self.skips_in_a_row = 0
+        self._cache: dict[tuple[str, str], tuple[Prediction, str]] = {}
+        self._pool: list[dict[str, Any]] | None = None  # the simulated search's configs, built on first use
+        self._proposed: set[tuple[str, str]] = set()
+
+    def _key(self, engine: str, args: dict[str, Any]) -> tuple[str, str]:
+        return config_key(engine, {**self.space.engines[engine].defaults(), **args})
 
     def predict(self, engine: str, args: dict[str, Any]) -> tuple[float | None, float | None, str]:
         """(objective, capacity, why none) of the config on the simulator; objective None: cannot meet the SLA."""
-        r = simulate(self.study, self.space.engines[engine].flavour, args)
+        (obj, cap, _), why = self._predict(engine, args)
+        return obj, cap, why
+
+    def _predict(self, engine: str, args: dict[str, Any]) -> tuple[Prediction, str]:
+        key = self._key(engine, args)
+        if key not in self._cache:
+            self._cache[key] = self._read(simulate(self.study, self.space.engines[engine].flavour, args))
+        return self._cache[key]
+
+    def _read(self, r: TrialReport) -> tuple[Prediction, str]:
         if r.outcome is TrialOutcome.OK and r.objective is not None:
-            return r.objective, r.capacity, ""
-        return None, None, r.reason or r.outcome.value
+            return (r.objective, r.capacity, None), ""
+        miss = max_violation(self.study.sla, r.metrics) if r.outcome is TrialOutcome.SLA_VIOLATED and r.metrics else None
+        return (None, None, finite_float(miss)), r.reason or r.outcome.value
+
+    # ------------------------------------------------------------ proposing
+
+    def pool(self) -> list[dict[str, Any]]:
+        """The study's search run on the simulator for `sim_gate.pool` trials: engine, params, args, prediction."""
+        if self._pool is None:
+            from tuner.search.prescreen import simulated_search
+
+            self._pool = []
+            for h, report in simulated_search(self.study, self.space, self.settings.pool):
+                key = self._key(h["engine"], h["args"])
+                self._cache.setdefault(key, self._read(report))
+                if not h["baseline"]:
+                    self._pool.append({"engine": h["engine"], "params": dict(h["params"]), "args": dict(h["args"]),
+                                       "key": key})
+            self._write({"event": "pool", "simulated": self.settings.pool, "candidates": len(self._pool)})
+        return self._pool
+
+    def propose(self, incumbent: float | None, ran: Callable[[tuple[str, str]], bool]
+                ) -> tuple[str, dict[str, Any]] | None:
+        """The pooled (engine, params) with the best upper bound now, if it could beat the incumbent and
+        neither it (`ran(key)`) nor a simulator twin of it ran; None: the sampler proposes from here."""
+        if self.settings.pool == 0:
+            return None
+        best: tuple[float, dict[str, Any]] | None = None
+        for c in self.pool():
+            if c["key"] in self._proposed or ran(c["key"]):
+                continue
+            (obj, _, miss), _ = self._cache[c["key"]]
+            _, upper, ok, _ = self.gate.score(obj, incumbent, miss)
+            if ok and (best is None or (upper or 0.0) > best[0]):
+                best = (upper or 0.0, c)
+        if best is None:
+            return None
+        self._proposed.add(best[1]["key"])
+        return best[1]["engine"], best[1]["params"]
+
+    # ------------------------------------------------------------ judging
 
     def judge(self, engine: str, args: dict[str, Any], incumbent: float | None,
-              baseline: bool = False) -> tuple[bool, str, tuple[float | None, float | None]]:
+              baseline: bool = False) -> tuple[bool, str, Prediction]:
         """(launch?, the reason in words, the prediction). The baseline is always launched."""
-        obj, cap, why_none = self.predict(engine, args)
-        corrected, upper = self.gate.bounds(obj)
+        (obj, cap, miss), why_none = self._predict(engine, args)
+        prediction = (obj, cap, miss)
         if baseline:
+            corrected, upper = self.gate.bounds(obj)
             ok, reason = True, "baseline: always launched"
         else:
-            ok, reason = self.gate.could_beat(obj, incumbent)
-            if obj is None and why_none:
+            corrected, upper, ok, reason = self.gate.score(obj, incumbent, miss)
+            if not ok and obj is None and why_none:
                 reason = f"simulator: {why_none[:200]}"
+            elif ok and self._key(engine, args) in self._proposed:
+                reason = f"proposed by the simulator (best upper bound of {len(self.pool())} simulated configs): {reason}"
         self.skips_in_a_row = 0 if ok else self.skips_in_a_row + 1
         self._write({"event": "launched" if ok else "skipped", "engine": engine, "args": args,
-                     "predicted_objective": obj, "predicted_capacity": cap, "corrected": corrected, "upper": upper,
-                     "incumbent": incumbent, "error": self.gate.error(), "correction": self.gate.correction(),
-                     "reason": reason})
-        return ok, reason, (obj, cap)
+                     "predicted_objective": obj, "predicted_capacity": cap, "predicted_miss": miss,
+                     "corrected": corrected, "upper": upper, "incumbent": incumbent, "error": self.gate.error(),
+                     "correction": self.gate.correction(), "reason": reason})
+        return ok, reason, prediction
 
-    def note(self, number: int, launched_reason: str, prediction: tuple[float | None, float | None]) -> str:
+    def note(self, number: int, launched_reason: str, prediction: Prediction) -> str:
         """The launched trial's note, and remember its prediction for `observe`."""
         self.predicted[number] = prediction
         self.records[-1]["number"] = number
-        obj, cap = prediction
+        obj, cap, _ = prediction
         unit = "req/s" if self.study.capacity.mode == "rate" else "concurrent"
         said = (f"predicted capacity {cap:.3g} {unit}, objective {obj:.4g}" if obj is not None
                 and cap is not None else "predicted: cannot meet the SLA")
         return f"sim_gate: {said}; launched: {launched_reason}"
 
-    def observe(self, number: int, report: TrialReport) -> None:
-        """A real trial finished: its measured objective updates the correction."""
-        if number not in self.predicted:
-            return
-        obj, cap = self.predicted.pop(number)
+    def observe(self, number: int, report: TrialReport, engine: str | None = None,
+                args: dict[str, Any] | None = None) -> None:
+        """A real trial finished: its measured objective updates the correction and the error. A trial the
+        gate did not launch (one recorded before a `--resume`) is predicted now from its `engine`/`args`."""
+        resumed = number not in self.predicted
+        if resumed:
+            if engine is None or args is None:
+                return
+            self.predicted[number] = self._predict(engine, args)[0]
+        obj, cap, miss = self.predicted.pop(number)
         measured = finite_float(report.objective) if report.outcome is TrialOutcome.OK else None
-        self.gate.observe(obj, measured)
-        self._write({"event": "measured", "number": number, "predicted_objective": obj, "predicted_capacity": cap,
-                     "measured_objective": measured, "measured_capacity": finite_float(report.capacity),
-                     "outcome": report.outcome.value, "correction": self.gate.correction(),
-                     "error": self.gate.error()})
+        surprises = len(self.gate.surprises)
+        self.gate.observe(obj, measured, order=number, miss=miss)
+        row = {"event": "measured", "number": number, "predicted_objective": obj, "predicted_capacity": cap,
+               "measured_objective": measured, "measured_capacity": finite_float(report.capacity),
+               "outcome": report.outcome.value, "correction": self.gate.correction(), "error": self.gate.error()}
+        if resumed:
+            row["resumed"] = True
+        if len(self.gate.surprises) > surprises:
+            row["surprise"] = (f"the engine met the SLA the simulator said it would miss by {miss or 0:.0%}: "
+                               f"error now {self.gate.error():.0%}")
+        self._write(row)
 
     def _write(self, row: dict[str, Any]) -> None:
         self.records.append(row)

@@ -158,6 +158,9 @@ class SimGateSettings(Strict):
     floor: float = Field(default=0.05, ge=0)  # never trust the simulator closer than this
     min_points: int = Field(default=3, ge=1)
     max_skips: int = Field(default=20, ge=1)  # candidates skipped in a row that end the search (nothing left to gain)
+    # simulated trials of the study's own search whose configs the gate proposes, best upper bound first,
+    # before the sampler's own samples (0: the gate only vetoes the sampler's samples)
+    pool: int = Field(default=40, ge=0)
 
 
 class SearchSettings(Strict):
