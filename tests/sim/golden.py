@@ -71,6 +71,17 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any], dict[str, Any]]] = {
                      {}),
     "vllm_ingress_closed": ({"ingress_per_seq_s": 4e-4}, dict(n=60, rate=0.0, inp=(500, 1500), out=(50, 200), seed=15),
                             {"concurrency": 12, "max_sim_time_s": 8.0}),
+    # fixed-K speculative decoding (digests from the code before the per-batch-size K schedule)
+    "vllm_spec_eagle3_k3": ({"speculative_config": {"method": "eagle3", "num_speculative_tokens": 3,
+                                                    "model": "draft"}},
+                            dict(n=100, rate=8.0, inp=(500, 3000), out=(100, 400), seed=16), {}),
+    "vllm_spec_dflash_k7_closed": ({"speculative_config": {"method": "dflash", "num_speculative_tokens": 7,
+                                                           "model": "draft"}, "max_num_seqs": 64},
+                                   dict(n=80, rate=0.0, inp=(500, 1500), out=(100, 300), seed=17),
+                                   {"concurrency": 24}),
+    "vllm_spec_ngram_k4": ({"speculative_config": {"method": "ngram", "num_speculative_tokens": 4,
+                                                   "prompt_lookup_max": 4}},
+                           dict(n=100, rate=10.0, inp=(500, 3000), out=(50, 300), seed=18), {}),
 }
 
 

@@ -55,6 +55,7 @@ class Core:
                  prefix_caching: bool, graph_max: int) -> None:
         self.cost = cost
         self.dec_b = cost.dec_b  # seconds per context token of a decode-only step (fixed for the run)
+        self.scheduled = cost.scheduled  # speculative K by batch size: the spec terms change with n_dec
         self.spec_on = cost.spec is not None
         self.bs = block
         self.total_blocks = kv_tokens // block
@@ -129,7 +130,7 @@ class Core:
         average (whole tokens, the fraction carried over); 1 when the KV pool cannot hold more."""
         if self.cost.spec is None or not self.n_dec:
             return 1
-        self.spec_frac += self.cost.tau
+        self.spec_frac += self.cost.for_n(self.n_dec).tau
         m = int(self.spec_frac)
         self.spec_frac -= m
         if m > 1 and self._blocks_for(j, m) > self.free:
@@ -270,16 +271,17 @@ class Core:
     def _decode_run(self, k: int, t_stop: float) -> None:
         """Run up to k decode-only steps in closed form; stop early at the step that ends past t_stop."""
         n = self.n_dec
-        dec_b = self.dec_b
+        cost = self.cost.for_n(n) if self.scheduled else self.cost  # per-batch-size K: the cost at K(n)
+        dec_b = cost.dec_b if self.scheduled else self.dec_b
         m = 1.0
         heat_k = self.heat_k
         if heat_k:  # the clock is held for the run (it moves slowly next to a step)
             m = self._flop_mult(self.now)
-            base = self.cost.decode_base(n, n <= self.graph_max, m)
+            base = cost.decode_base(n, n <= self.graph_max, m)
         else:
             cached = self._base.get(n)
             if cached is None:
-                cached = self._base[n] = self.cost.decode_base(n, n <= self.graph_max)
+                cached = self._base[n] = cost.decode_base(n, n <= self.graph_max)
             base = cached
         sum_l = self.sum_l
         a = base + dec_b * (sum_l + n)
@@ -326,7 +328,8 @@ class Core:
 
     def _decode_cost(self) -> float:
         n = self.n_dec
-        return self.cost.decode_base(n, n <= self.graph_max) + self.cost.dec_b * (self.sum_l + n)
+        cost = self.cost.for_n(n)
+        return cost.decode_base(n, n <= self.graph_max) + cost.dec_b * (self.sum_l + n)
 
     def generated(self, s: Seq) -> int:
         """Tokens produced so far (for the server face)."""

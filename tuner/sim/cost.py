@@ -20,9 +20,10 @@ yields tau tokens per verify step: decode-only steps are modelled as tau-th part
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from tuner.sim.catalog import GPU, ModelShape
-from tuner.sim.spec import DRAFT_NGRAM_S, DRAFT_PASS_S, DRAFT_VOCAB_EAGLE3, SpecPlan
+from tuner.sim.spec import DRAFT_NGRAM_S, DRAFT_PASS_S, DRAFT_VOCAB_EAGLE3, SpecPlan, at_k
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +71,8 @@ class StepCost:
 
     def __init__(self, shape: ModelShape, gpu: GPU, cal: Calibration, tp: int, dtype_bytes: int,
                  eager: bool = False, *, fp8_weights: bool = False, fp8_kv: bool = False,
-                 spec: SpecPlan | None = None, graph_max: int = 0) -> None:
+                 spec: SpecPlan | None = None, graph_max: int = 0,
+                 methods: dict[str, dict[str, Any]] | None = None) -> None:
         peak = gpu.bf16_tflops * 1e12
         bw = gpu.hbm_tb_s * 1e12
         # FP8 weights: linear layers at the FP8 peak where the GPU has one (weight-only FP8 elsewhere)
@@ -111,8 +113,29 @@ class StepCost:
         self.spec = spec
         self.tau = 1.0  # tokens per decode step and sequence
         self.width = 1  # tokens each decode feeds the model per step
+        self._by_n: tuple[StepCost, ...] | None = None  # per-batch-size K: the fixed-K cost per batch size
         if spec is not None:
             self._init_spec(shape, cal, tp, dtype_bytes, peak, bw, spec, graph_max)
+            if spec.schedule is not None:
+                def fixed(k: int) -> StepCost:
+                    return StepCost(shape, gpu, cal, tp, dtype_bytes, eager, fp8_weights=fp8_weights,
+                                    fp8_kv=fp8_kv, spec=at_k(spec, k, methods) if k else None, graph_max=graph_max)
+
+                per_k = {k: fixed(k) for k in set(spec.schedule[1:])}
+                self._by_n = tuple(per_k[k] if n else self for n, k in enumerate(spec.schedule))
+
+    @property
+    def scheduled(self) -> bool:
+        """Speculative decoding with a per-batch-size K: the spec terms depend on the running batch."""
+        return self._by_n is not None
+
+    def for_n(self, n: int) -> StepCost:
+        """The cost of a step with n decoding sequences: itself, or under a per-batch-size K schedule the
+        fixed-K cost at K(n) (batch sizes past the schedule keep its last K)."""
+        by_n = self._by_n
+        if by_n is None or n <= 0:
+            return self
+        return by_n[n] if n < len(by_n) else by_n[-1]
 
     def _init_spec(self, shape: ModelShape, cal: Calibration, tp: int, nbytes: int, peak: float, bw: float,
                    spec: SpecPlan, graph_max: int) -> None:
@@ -156,6 +179,12 @@ class StepCost:
 
         `decodes` of the tokens are decoding sequences with `decode_ctx` context tokens in all: with
         speculative decoding each of them verifies k more tokens and is drafted for."""
+        if self._by_n is not None and decodes:
+            return self.for_n(decodes)._step(tokens, logits, attn_pairs, kv_read, graphed, flop_mult, decodes, decode_ctx)
+        return self._step(tokens, logits, attn_pairs, kv_read, graphed, flop_mult, decodes, decode_ctx)
+
+    def _step(self, tokens: int, logits: int, attn_pairs: float, kv_read: float, graphed: bool,
+              flop_mult: float, decodes: int, decode_ctx: float) -> float:
         draft = 0.0
         if self.spec is not None and decodes:
             extra = decodes * self.spec.k
@@ -187,6 +216,11 @@ class StepCost:
     def decode_base(self, n: int, graphed: bool, flop_mult: float = 1.0) -> float:
         """The context-independent part of a decode-only step of n sequences (with speculative
         decoding: a tau-th of a verify step, so one step still yields one token per sequence)."""
+        if self._by_n is not None:
+            return self.for_n(n)._decode_base(n, graphed, flop_mult)
+        return self._decode_base(n, graphed, flop_mult)
+
+    def _decode_base(self, n: int, graphed: bool, flop_mult: float) -> float:
         if self.spec is not None:
             w = n * self.width
             lin = max(w * (self.c_lin + self.c_lm) * flop_mult, self.weights_time(w))

@@ -50,7 +50,8 @@ class SimulatedEngine:
         nbytes = dtype_bytes(dtype)
         fp8_w = cfg.get("quantization") == "fp8"
         fp8_kv = "fp8" in str(cfg.get("kv_cache_dtype") or "")
-        self.spec = spec_plan(flavour, cfg, {k: dict(v) for k, v in (speculative or {}).items()})
+        methods = {k: dict(v) for k, v in (speculative or {}).items()}
+        self.spec = spec_plan(flavour, cfg, methods)
         draft_layers = self.spec.draft_layers if self.spec else 0
         prec: dict[str, Any] = {"fp8_weights": fp8_w, "fp8_kv": fp8_kv, "draft_layers": draft_layers}
         if flavour == "vllm":
@@ -70,7 +71,7 @@ class SimulatedEngine:
         self.macro_steps = True  # False: step by step (for checking the closed-form decode runs)
         self.kv_capacity_tokens: int = plan.kv_tokens
         self.cost = StepCost(self.shape, self.gpu, self.cal, self.tp, nbytes, eager, fp8_weights=fp8_w,
-                             fp8_kv=fp8_kv, spec=self.spec, graph_max=graph_max)
+                             fp8_kv=fp8_kv, spec=self.spec, graph_max=graph_max, methods=methods)
         block = cfg["block_size"] if flavour == "vllm" else cfg["page_size"]
         self.resolved: dict[str, Any] = {
             "engine": "sim",

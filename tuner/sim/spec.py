@@ -19,6 +19,12 @@ Draft cost (per verify step, n decoding sequences; see StepCost.spec_draft_time)
 Each draft pass also pays DRAFT_PASS_S of launch overhead. Verify is the target's own step over
 k+1 tokens per sequence: cheap while decode is memory-bound (small batches), about k+1 times the
 compute once it is compute-bound, so the gain falls with batch size and turns into a loss.
+
+Per-batch-size K (vLLM >= 0.25, `num_speculative_tokens_per_batch_size` in `--speculative-config`: a
+list of inclusive `[start, end, K]` batch-size ranges, the first starting at 1; gaps and the tail keep
+the previous K; each K capped at `num_speculative_tokens`, the startup maximum; K = 0 means no drafting
+at that batch size): `SpecPlan.schedule` is the dense K per running batch size, and the step cost of a
+step with n decoding sequences is the fixed-K cost at K(n) (tuner.sim.cost.StepCost.for_n).
 """
 
 from __future__ import annotations
@@ -51,6 +57,7 @@ class SpecPlan:
     tau: float  # expected tokens per verify step (1 <= tau <= k + 1)
     draft_layers: int
     passes: int  # draft forward passes per verify step
+    schedule: tuple[int, ...] | None = None  # K by running batch size (index 0 unused); None: always k
 
     @property
     def width(self) -> int:
@@ -90,6 +97,7 @@ def plan(flavour: str, cfg: dict[str, Any], methods: dict[str, dict[str, Any]] |
             method = "eagle3" if method == "eagle" else "mtp"
         k = int(sc.get("num_speculative_tokens") or 0)
         passes_hint = None
+        per_bs = sc.get("num_speculative_tokens_per_batch_size")
     else:
         algo = cfg.get("speculative_algorithm")
         if not algo:
@@ -99,6 +107,7 @@ def plan(flavour: str, cfg: dict[str, Any], methods: dict[str, dict[str, Any]] |
         draft = cfg.get("speculative_num_draft_tokens") or (16 if method == "dflash" else steps + 1)
         k = int(draft) - 1
         passes_hint = int(steps)
+        per_bs = None
     if method not in DEFAULT_ACCEPTANCE:
         raise EngineStartError(TrialOutcome.START_FAILED, f"ValueError: speculative method {method!r} is not supported "
                                f"by the simulator (known: {sorted(DEFAULT_ACCEPTANCE)})")
@@ -114,4 +123,47 @@ def plan(flavour: str, cfg: dict[str, Any], methods: dict[str, dict[str, Any]] |
     layers = given.get("draft_layers")
     layers = DEFAULT_DRAFT_LAYERS[method] if layers is None else int(layers)
     passes = 0 if method == "ngram" else (passes_hint or k) if method in AUTOREGRESSIVE else 1
-    return SpecPlan(method, k, expected_tokens(a, k), layers, passes)
+    schedule = None if per_bs is None else dense_schedule(per_bs, int(cfg.get("max_num_seqs") or 1), k)
+    return SpecPlan(method, k, expected_tokens(a, k), layers, passes, schedule)
+
+
+def at_k(p: SpecPlan, k: int, methods: dict[str, dict[str, Any]] | None = None) -> SpecPlan:
+    """The same method with a fixed k (one entry of a per-batch-size schedule), acceptance re-derived."""
+    given = (methods or {}).get(p.method) or {}
+    tau_ref, k_ref = DEFAULT_ACCEPTANCE[p.method]
+    if given.get("acceptance_length"):
+        tau_ref, k_ref = float(given["acceptance_length"]), int(given.get("at_tokens") or k_ref)
+    passes = 0 if p.method == "ngram" else k if p.method in AUTOREGRESSIVE else 1
+    return SpecPlan(p.method, k, expected_tokens(acceptance_rate(tau_ref, k_ref), k), p.draft_layers, passes)
+
+
+def _bad(what: str) -> EngineStartError:
+    return EngineStartError(TrialOutcome.START_FAILED, f"ValueError: num_speculative_tokens_per_batch_size: {what}")
+
+
+def dense_schedule(entries: Any, max_batch: int, k_max: int) -> tuple[int, ...]:
+    """K for every batch size 1..max_batch from `[[start, end, K], ...]`, with the engine's rules (module doc):
+    an invalid schedule fails the start as vLLM's config check does."""
+    if not isinstance(entries, list) or not entries:
+        raise _bad("must be a non-empty list of [start, end, K] entries")
+    ranges: list[tuple[int, int, int]] = []
+    for e in entries:
+        if not isinstance(e, (list, tuple)) or len(e) != 3:
+            raise _bad(f"entry {e!r} is not [start, end, K]")
+        lo, hi, k = (int(v) for v in e)
+        if lo <= 0 or hi < lo or k < 0:
+            raise _bad(f"entry {e!r}: needs 1 <= start <= end and K >= 0")
+        ranges.append((lo, hi, k))
+    ranges.sort()
+    if ranges[0][0] != 1:
+        raise _bad("the first range must start at batch size 1")
+    if any(b[0] <= a[1] for a, b in zip(ranges, ranges[1:], strict=False)):
+        raise _bad("ranges overlap")
+    out = [0] * (max_batch + 1)
+    i, current = 0, ranges[0][2]
+    for n in range(1, max_batch + 1):
+        while i < len(ranges) and ranges[i][0] <= n:
+            current = ranges[i][2]
+            i += 1
+        out[n] = min(current, k_max)  # a gap or the tail keeps the previous range's K
+    return tuple(out)

@@ -50,7 +50,7 @@ class VLLMScheduler(Core):
             return True
         s = self.waiting[0]
         rem = s.target - s.L
-        budget = self.mbt - self.n_dec * self.cost.width
+        budget = self.mbt - self.n_dec * (self.cost.for_n(self.n_dec).width if self.scheduled else self.width)
         c = min(rem, budget, self.threshold)
         if c <= 0 or (c < rem and not self.chunked):
             return True
@@ -121,7 +121,7 @@ class VLLMScheduler(Core):
             self._preempt(victim)
             preempted = True
         free = self.free - need
-        budget = self.mbt - self.n_dec * self.width
+        budget = self.mbt - self.n_dec * (self.cost.for_n(self.n_dec).width if self.scheduled else self.width)
         chunks: list[tuple[Seq, int]] = []
         partial = 0
         threshold = self.threshold
