@@ -45,6 +45,7 @@ class PromotionResult:
     noise: float | None = None  # relative run-to-run spread measured in the confirmations
     gain: float | None = None  # worst_objective / baseline_worst_objective: the figure every output quotes
     alias: str | None = None  # the registered model alias moved to this version
+    spec_schedule: dict[str, Any] | None = None  # per-batch-size speculative tokens: chosen or why not
 
 
 def promote_study(
@@ -89,7 +90,7 @@ def promote_study(
             return result
         result = _register(client, study, selection.winner, selection.reason, summary, output_dir=output_dir,
                            tracking_uri=tracking_uri, parent_run_id=parent_run_id, run_id=run_id,
-                           set_alias=set_alias, figures=figures, extra_tags=extra_tags or {})
+                           set_alias=set_alias, figures=figures, extra_tags=extra_tags or {}, trials=trials)
         client.set_terminated(run_id)
         return result
     except BaseException:
@@ -100,8 +101,16 @@ def promote_study(
 def _register(client: MlflowClient, study: Study, winner: Candidate, reason: str,
               summary: list[dict[str, Any]], *, output_dir: Path, tracking_uri: str,
               parent_run_id: str | None, run_id: str, set_alias: bool, figures: dict[str, Any],
-              extra_tags: dict[str, str]) -> PromotionResult:
+              extra_tags: dict[str, str], trials: list[TrialResult]) -> PromotionResult:
+    from dataclasses import replace
+
+    from tuner.engines import get_engine
+    from tuner.promote.spec_schedule import choose
+
     trial = winner.trial
+    schedule = choose(trial, trials, get_engine(trial.engine).flavour(study))
+    if schedule.entries is not None:
+        reason = f"{reason}; {schedule.reason}"
     name = model_name(study.name)
     capacity = winner.worst_capacity
     tags = {**_lineage_tags(study, winner, parent_run_id, run_id), **extra_tags}
@@ -114,11 +123,17 @@ def _register(client: MlflowClient, study: Study, winner: Candidate, reason: str
         lineage["study_run_id"] = parent_run_id
     if trial.mlflow_run_id:
         lineage["trial_run_id"] = trial.mlflow_run_id
-    args = app_args(study, trial, capacity=capacity, lineage=lineage)
+    if schedule.entries is not None:
+        lineage["spec_schedule"] = json.dumps(schedule.entries)
+        client.set_tag(run_id, "servetune.spec_schedule", json.dumps(schedule.entries))
+    # the promoted engine args carry the schedule; the trial itself stays as measured (fixed K)
+    args = app_args(study, replace(trial, args=schedule.apply(trial.args)), capacity=capacity, lineage=lineage)
     app = app_config(args, name=study.promotion.app_name, route_prefix=study.promotion.route_prefix)
     path = write_config(serve_config([app]), output_dir / PROMOTED_FILE)
     result = PromotionResult(True, reason, trial, list(winner.runs), winner.worst_objective, name, version,
-                             path, run_id, summary, **figures, alias=STAGING if set_alias else None)
+                             path, run_id, summary, **figures, alias=STAGING if set_alias else None,
+                             spec_schedule={"entries": schedule.entries, "reason": schedule.reason,
+                                            "bands": schedule.bands})
     summary_path = _write_summary(output_dir, result)
     with tempfile.TemporaryDirectory() as tmp:
         staged = Path(tmp) / ARTIFACT_DIR
@@ -208,6 +223,7 @@ def _write_summary(output_dir: Path, result: PromotionResult) -> Path:
         "noise": result.noise, "gain": result.gain,
         "serve_config": str(result.serve_config) if result.serve_config else None,
         "candidates": result.candidates,
+        "spec_schedule": result.spec_schedule,
     }
     output_dir.mkdir(parents=True, exist_ok=True)
     path = output_dir / SUMMARY_FILE
