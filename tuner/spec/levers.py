@@ -70,6 +70,7 @@ def guard(params: dict[str, Param], fixed: Mapping[str, Any], study: Study, wher
             del params[name]
             continue
         if p.choice_needs and p.choices:
+            gone: list[Any] = []  # a one-choice param needing nothing is pinned too (it was an UnboundLocalError)
             keep = [c for c in p.choices if str(c) not in p.choice_needs or p.choice_needs[str(c)] in methods]
             if keep != list(p.choices):
                 gone = [c for c in p.choices if c not in keep]
