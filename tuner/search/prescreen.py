@@ -82,21 +82,35 @@ def stopped_result(study: Study, reason: str, seen: list[Any]) -> TrialReport:
                        early_stopped=True, reason=reason)
 
 
-def simulated_search(study: Study, space: Any, trials: int) -> list[tuple[dict[str, Any], TrialReport]]:
-    """The study's own search (sampler, baseline, constraints, seed) run on the simulator for `trials`
-    trials: each finished trial's history row (engine, params, args, baseline, objective, ...) and report."""
-    from tuner.search.searcher import SearchCore
+class SimulatedSearch:
+    """The study's own search (sampler, baseline, constraints, seed) on the simulator, continued on demand."""
 
-    core = SearchCore(study, space)
-    out: list[tuple[dict[str, Any], TrialReport]] = []
-    for _ in range(trials):
-        cfg = core.ask()
-        if cfg is None:
-            break
-        report = simulate(study, space.engines[cfg.engine].flavour, cfg.args)
-        core.tell(cfg.number, report)
-        out.append((core.history[-1], report))
-    return out
+    def __init__(self, study: Study, space: Any) -> None:
+        from tuner.search.searcher import SearchCore
+
+        self.study, self.space, self.core = study, space, SearchCore(study, space)
+        self.trials = 0
+        self.ended = False  # the search has nothing left to propose
+
+    def run(self, trials: int) -> list[tuple[dict[str, Any], TrialReport]]:
+        """`trials` more simulated trials: each finished trial's history row (engine, params, args,
+        baseline, objective, ...) and report."""
+        out: list[tuple[dict[str, Any], TrialReport]] = []
+        for _ in range(trials):
+            cfg = self.core.ask()
+            if cfg is None:
+                self.ended = True
+                break
+            report = simulate(self.study, self.space.engines[cfg.engine].flavour, cfg.args)
+            self.core.tell(cfg.number, report)
+            out.append((self.core.history[-1], report))
+        self.trials += len(out)
+        return out
+
+
+def simulated_search(study: Study, space: Any, trials: int) -> list[tuple[dict[str, Any], TrialReport]]:
+    """`trials` trials of the study's search on the simulator (see SimulatedSearch)."""
+    return SimulatedSearch(study, space).run(trials)
 
 
 def prescreen(study: Study, trials: int = 40, top_k: int = 3) -> list[tuple[str, dict[str, Any]]]:

@@ -34,6 +34,7 @@ from tuner.trial.outcome import TrialOutcome
 
 log = logging.getLogger(__name__)
 FILE = "sim_gate.jsonl"
+POOL_GROWTH = 3  # the simulated search may run up to this many times sim_gate.pool trials
 Prediction = tuple[float | None, float | None, float | None]  # objective, capacity, predicted SLA miss
 
 
@@ -50,6 +51,7 @@ class StudyGate:
         self.skips_in_a_row = 0
         self._cache: dict[tuple[str, str], tuple[Prediction, str]] = {}
         self._pool: list[dict[str, Any]] | None = None  # the simulated search's configs, built on first use
+        self._sim: Any = None  # the simulated search (tuner.search.prescreen.SimulatedSearch), continued on demand
         self._proposed: set[tuple[str, str]] = set()
 
     def _key(self, engine: str, args: dict[str, Any]) -> tuple[str, str]:
@@ -75,38 +77,53 @@ class StudyGate:
     # ------------------------------------------------------------ proposing
 
     def pool(self) -> list[dict[str, Any]]:
-        """The study's search run on the simulator for `sim_gate.pool` trials: engine, params, args, prediction."""
+        """The study's search run on the simulator for `sim_gate.pool` trials: engine, params, args, key."""
         if self._pool is None:
-            from tuner.search.prescreen import simulated_search
+            from tuner.search.prescreen import SimulatedSearch
 
-            self._pool = []
-            for h, report in simulated_search(self.study, self.space, self.settings.pool):
-                key = self._key(h["engine"], h["args"])
-                self._cache.setdefault(key, self._read(report))
-                if not h["baseline"]:
-                    self._pool.append({"engine": h["engine"], "params": dict(h["params"]), "args": dict(h["args"]),
-                                       "key": key})
-            self._write({"event": "pool", "simulated": self.settings.pool, "candidates": len(self._pool)})
+            self._pool, self._sim = [], SimulatedSearch(self.study, self.space)
+            self._grow()
         return self._pool
+
+    def _grow(self) -> int:
+        """Run the simulated search `sim_gate.pool` trials further (up to POOL_GROWTH times the pool in
+        all): simulator time is cheap next to ending a study that a wider pool could still improve."""
+        sim = self._sim
+        if self._pool is None or sim is None or sim.ended or sim.trials >= POOL_GROWTH * self.settings.pool:
+            return 0
+        added = 0
+        for h, report in sim.run(self.settings.pool):
+            key = self._key(h["engine"], h["args"])
+            self._cache.setdefault(key, self._read(report))
+            if not h["baseline"] and all(c["key"] != key for c in self._pool):
+                self._pool.append({"engine": h["engine"], "params": dict(h["params"]), "args": dict(h["args"]),
+                                   "key": key})
+                added += 1
+        self._write({"event": "pool", "simulated": sim.trials, "candidates": len(self._pool)})
+        return added
 
     def propose(self, incumbent: float | None, ran: Callable[[tuple[str, str]], bool]
                 ) -> tuple[str, dict[str, Any]] | None:
         """The pooled (engine, params) with the best upper bound now, if it could beat the incumbent and
-        neither it (`ran(key)`) nor a simulator twin of it ran; None: the sampler proposes from here."""
+        neither it (`ran(key)`) nor a simulator twin of it ran; when none can, the simulated search goes
+        on (`_grow`) before giving up; None: the sampler proposes from here."""
         if self.settings.pool == 0:
             return None
-        best: tuple[float, dict[str, Any]] | None = None
-        for c in self.pool():
-            if c["key"] in self._proposed or ran(c["key"]):
-                continue
-            (obj, _, miss), _ = self._cache[c["key"]]
-            _, upper, ok, _ = self.gate.score(obj, incumbent, miss)
-            if ok and (best is None or (upper or 0.0) > best[0]):
-                best = (upper or 0.0, c)
-        if best is None:
-            return None
-        self._proposed.add(best[1]["key"])
-        return best[1]["engine"], best[1]["params"]
+        self.pool()
+        while True:
+            best: tuple[float, dict[str, Any]] | None = None
+            for c in self._pool or []:
+                if c["key"] in self._proposed or ran(c["key"]):
+                    continue
+                (obj, _, miss), _ = self._cache[c["key"]]
+                _, upper, ok, _ = self.gate.score(obj, incumbent, miss)
+                if ok and (best is None or (upper or 0.0) > best[0]):
+                    best = (upper or 0.0, c)
+            if best is not None:
+                self._proposed.add(best[1]["key"])
+                return best[1]["engine"], best[1]["params"]
+            if not self._grow():
+                return None
 
     # ------------------------------------------------------------ judging
 
