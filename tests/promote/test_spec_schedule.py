@@ -66,6 +66,27 @@ def test_not_chosen_without_two_k_or_without_speculation(tmp_path: Path) -> None
     assert choose(k4, [base, k4], "sglang").entries is None  # no such option in SGLang
 
 
+def _measured(n: int, k: int, pts: list[tuple[float, float]]) -> TrialResult:
+    """A trial at fixed K whose load points had these (decode batch size, mean TPOT ms): one request per
+    second, TTFT 0, E2E = batch x 1000 ms, so Little's law gives back the batch size."""
+    args = {"speculative_config": {"method": "dflash", "num_speculative_tokens": k, "model": DRAFT}}
+    points = [{"request_throughput": 1.0, "mean_ttft_ms": 0.0, "mean_e2el_ms": b * 1000, "mean_tpot_ms": t}
+              for b, t in pts]
+    return TrialResult(trial_id=str(n), number=n, engine="sim", params={}, args=args, outcome=TrialOutcome.OK,
+                       objective=1.0, points=points)
+
+
+def test_a_band_compares_every_k_that_reached_it() -> None:
+    # K=4 stops at batch 42 (its best), K=1 and K=8 reach 46: band 32-63 is judged at 42, where K=4 wins
+    k1 = _measured(1, 1, [(1, 3.0), (20, 6.0), (46, 9.0)])
+    k4 = _measured(2, 4, [(1, 2.0), (20, 4.0), (42, 7.0)])
+    k8 = _measured(3, 8, [(1, 1.0), (20, 5.0), (46, 10.0)])
+    s = choose(k4, [k1, k4, k8], "vllm")
+    assert s.entries == [[1, 7, 8], [8, 63, 4]], s.bands  # K=8 leads to batch ~10, K=4 after
+    assert s.bands[-1]["tpot_ms_at"] == 42
+    assert s.apply(k4.args)["speculative_config"]["num_speculative_tokens"] == 8
+
+
 @pytest.mark.slow
 def test_study_promotes_a_schedule_from_its_measured_k(tmp_path: Path) -> None:
     out = tmp_path / "out"

@@ -10,9 +10,10 @@ The choice uses only trials that ran the winner's config with a different fixed
 `num_speculative_tokens` (everything else equal), so K is the only difference. Every load point of
 those trials is one measurement: its decode batch size, by Little's law (completed requests per second
 x mean decode time, E2E - TTFT), and its mean TPOT (at a given batch size, lower TPOT is more decode
-throughput). Batch sizes are split into power-of-two bands; each K's TPOT is interpolated (linearly in
-batch size, between its own measured points, never extrapolated) at each band's middle; in each band
-reached by two or more K the lowest TPOT wins; adjacent bands with the same K merge. Nothing is chosen (the
+throughput). Batch sizes are split into power-of-two bands; the K that reached a band are compared at one
+batch size in it (its middle, or the largest batch all of them reached), each K's TPOT interpolated
+linearly between its own measured points (never extrapolated); in each band reached by two or more K the
+lowest TPOT wins; adjacent bands with the same K merge. Nothing is chosen (the
 winner keeps its fixed K, and the reason says why) when the winner is not vLLM speculative decoding,
 fewer than two K were measured, or one K wins every band.
 """
@@ -96,9 +97,11 @@ def choose(winner: TrialResult, trials: list[TrialResult], flavour: str) -> Spec
     lo = 1
     while lo <= top:
         hi = lo * 2 - 1
-        # the band's middle, or the largest batch two K both reached if that falls inside the band
-        mid = min((lo * hi) ** 0.5, sorted(pts[-1][0] for pts in by_k.values())[-2])
-        at = {k: v for k, pts in sorted(by_k.items()) if mid >= lo and (v := _interp(pts, mid)) is not None}
+        # every K that reached the band is compared at one batch size: the band's middle, or the largest
+        # batch all of them reached (a K left out of a band it never reached could win it by default)
+        reach = {k: pts for k, pts in by_k.items() if pts[-1][0] >= lo}
+        mid = min([(lo * hi) ** 0.5, *(pts[-1][0] for pts in reach.values())])
+        at = {k: v for k, pts in sorted(reach.items()) if (v := _interp(pts, mid)) is not None}
         best = min(at, key=lambda k: at[k]) if len(at) >= 2 else None
         bands.append({"batch": [lo, hi], "tpot_ms_at": round(mid, 2),
                       "tpot_ms": {str(k): round(v, 3) for k, v in at.items()}, "best_k": best})
