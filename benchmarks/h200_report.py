@@ -9,8 +9,9 @@ study, each trial's SLA capacity and latencies, then one last line:
   served_on_gpu=yes|no gpu_minutes_to_promoted=M
 
 tuned_vs_default_<test>: best feasible SLA capacity / the baseline's (defaults), for the study of that
-stress test (workload.profile in its study.yaml); `na` where no such study is committed or a side has
-no capacity. Values this script cannot know are printed as `na`, never filled in.
+stress test (workload.profile in its study.yaml); where no single run has both, two runs of the same study
+that differ only in the load grid are pooled (said in the output, with both brackets); `na` where no such
+study is committed or a side has no capacity. A run cut off before its end gives no ratio of its own. Values this script cannot know are printed as `na`, never filled in.
 
     python benchmarks/h200_report.py [--results benchmarks/results]
 """
@@ -18,6 +19,7 @@ no capacity. Values this script cannot know are printed as `na`, never filled in
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 from pathlib import Path
 
@@ -60,7 +62,17 @@ def load_study(folder: Path) -> dict | None:
     timing = json.loads((folder / "timing.json").read_text()) if (folder / "timing.json").is_file() else {}
     deploy = json.loads((folder / "deploy.json").read_text()) if (folder / "deploy.json").is_file() else {}
     return {"folder": folder, "study": study, "rows": rows, "timing": timing, "deploy": deploy,
-            "promoted": (folder / "promoted.yaml").is_file()}
+            "promoted": (folder / "promoted.yaml").is_file(), "finished": finished(folder)}
+
+
+def finished(folder: Path) -> bool:
+    """False when the driver log shows a study cut off before its end (no closing "N trials in" line:
+    device time ran out); a folder without a driver log is taken as finished (rounds 1-2)."""
+    log = folder / "driver.log"
+    if not log.is_file():
+        return True
+    name = yaml.safe_load((folder / "study.yaml").read_text()).get("name", "")
+    return any(line.startswith(f"study {name}: ") and " trials in " in line for line in log.read_text().splitlines())
 
 
 def bounds(row: dict) -> tuple[float | None, float | None]:
@@ -110,7 +122,10 @@ def summarize(s: dict) -> dict:
     feas = [r for r in rows if r.get("feasible") and r.get("capacity") is not None]
     best = max(feas, key=lambda r: (r["capacity"], r.get("objective") or 0), default=None)
     ratio = None
-    if base and best and base.get("capacity"):
+    if not s["finished"]:
+        print(f"study cut off before its end (device time ran out): {len(rows)} trial(s) recorded; no tuned/default "
+              "ratio from this run alone")
+    elif base and best and base.get("capacity"):
         ratio = best["capacity"] / base["capacity"]
         b_lo, b_hi = bounds(base)
         w_lo, w_hi = bounds(best)
@@ -140,9 +155,55 @@ def summarize(s: dict) -> dict:
     d = s["deploy"]
     if d:
         print("deploy on the GPU: " + ", ".join(f"{k}={v}" for k, v in d.items() if not k.endswith("_epoch")))
+    rb = s["folder"] / "rollback.log.gz"
+    if rb.is_file():  # a later deploy + --rollback on the same store (scripts/h200 commands in docs/benchmarks.md)
+        lines = gzip.decompress(rb.read_bytes()).decode(errors="replace").splitlines()
+        for line in lines:
+            if line.startswith(("ok: ", "failed: ", "deployed: ", "canary passed", "canary FAILED", "== ")):
+                print(f"rollback.log: {line[:300]}")
     ran = sorted({r["engine"] for r in rows if r.get("outcome") == "ok"})
     return {"test": s["study"]["workload"].get("profile"), "ratio": ratio, "engines": ran, "gpu_min": gpu_min,
-            "served": bool(s["deploy"].get("served_on_gpu")), "promoted": s["promoted"]}
+            "served": bool(s["deploy"].get("served_on_gpu")), "promoted": s["promoted"], "study": s["study"],
+            "name": s["study"].get("name"), "base": base, "best": best}
+
+
+_GRID_KEYS = ("name", "tracking", "promotion")  # what may differ between runs of one test besides the load grid
+
+
+def same_test(a: dict, b: dict) -> bool:
+    """Two study files that differ only in name, tracking, promotion and the load grid (capacity.low/high):
+    the same engine, model, space, workload, SLA, load-point length and budget."""
+    def core(st: dict) -> str:
+        c = {k: v for k, v in st.items() if k not in _GRID_KEYS}
+        c["capacity"] = {k: v for k, v in (st.get("capacity") or {}).items() if k not in ("low", "high")}
+        return json.dumps(c, sort_keys=True, default=str)
+    return core(a) == core(b)
+
+
+def pooled(out: list[dict], test: str) -> float | None:
+    """The tuned/default ratio of one test from two runs of the same study (only the load grid differs), when
+    no single run bounds both: the defaults' capacity from one, the best tuned capacity from another. Printed
+    with both brackets and every other run's baseline points, so a disagreement between the runs shows."""
+    runs = [o for o in out if o["test"] == test]
+    bases = [o for o in runs if o["base"] is not None and o["base"].get("capacity")]
+    tuned = [o for o in runs if o["best"] is not None and not o["best"].get("baseline")]
+    pairs = [(b, t) for b in bases for t in tuned if b is not t and same_test(b["study"], t["study"])]
+    if not pairs:
+        return None
+    b, t = max(pairs, key=lambda p: p[1]["best"]["capacity"] / p[0]["base"]["capacity"])
+    bc, tc = b["base"]["capacity"], t["best"]["capacity"]
+    (b_lo, b_hi), (t_lo, t_hi) = bounds(b["base"]), bounds(t["best"])
+    others = "; ".join(
+        f"{o['name']} baseline points "
+        + " ".join(f"{p['load']:g}{'' if p.get('feasible') else 'x'}" for p in json.loads(o["base"].get("points_json") or "[]"))
+        for o in runs if o is not b and o["base"] is not None)
+    lo = f"{t_lo / b_hi:.2f}" if t_lo and b_hi else "na"
+    hi = f"{t_hi / b_lo:.2f}" if t_hi and b_lo else "na"
+    print(f"\n{test}: pooled over two runs of the same study (only the load grid differs): tuned {tc:g} req/s "
+          f"[{fmt(t_lo, 'g')}, {fmt(t_hi, 'g')}) ({t['name']}: {config_text(t['best'])}) / defaults {bc:g} "
+          f"[{fmt(b_lo, 'g')}, {fmt(b_hi, 'g')}) ({b['name']}) = {tc / bc:.3f}, bracket {lo}-{hi}"
+          + (f"; {others}" if others else ""))
+    return tc / bc
 
 
 def main() -> int:
@@ -157,6 +218,8 @@ def main() -> int:
     ratios = {}
     for test in TESTS:
         vals = [o["ratio"] for o in out if o["test"] == test and o["ratio"] is not None]
+        if not vals and (p := pooled(out, test)) is not None:
+            vals = [p]
         ratios[test] = fmt(max(vals), ".3f") if vals else "na"
     engines = sorted({e for o in out for e in o["engines"]})
     gpu = [o["gpu_min"] for o in out if o["gpu_min"] is not None]

@@ -2,7 +2,8 @@
 
 From the study folder's tarball (scripts/h200/tuner_collect.sh) and the driver files: trials.parquet,
 pareto.json, promoted.yaml, promotion.json, report.html (gzipped), the MLflow SQLite store (gzipped),
-the study and its search-space file, timing.json, deploy.json/deploy.log when the promoted app was served,
+the study and its search-space file, timing.json, deploy.json/deploy.log/rollback.log, each deploy step's
+promotion.json and the Serve replicas' engine logs (gzipped) when the promoted app was served,
 the driver log, and per trial its engine log (gzipped) and, for the baseline and the winner, the
 per-request Parquet.
 
@@ -44,9 +45,15 @@ def main() -> int:
         for f in ("trials.parquet", "pareto.json", "promoted.yaml", "promotion.json", "deploy.json"):
             if (out / f).is_file():
                 shutil.copy2(out / f, dest / f)
-        for f in ("report.html", "mlflow.db", "deploy.log"):
+        for f in ("report.html", "mlflow.db", "deploy.log", "rollback.log"):
             if (out / f).is_file():
                 gz(out / f, dest / f"{f}.gz")
+        for d in sorted(out.glob("promote*")):  # tuner.promote --output folders of the deploy steps
+            if (d / "promotion.json").is_file():
+                shutil.copy2(d / "promotion.json", dest / f"{d.name}.promotion.json")
+        for f in sorted((out / "replica_logs").glob("*.log")):  # the Serve replicas' engine logs
+            (dest / "replica_logs").mkdir(exist_ok=True)
+            gz(f, dest / "replica_logs" / f"{f.name}.gz")
         rows = pq.read_table(out / "trials.parquet").to_pylist()
         base = next((r for r in rows if r.get("baseline")), None)
         feas = [r for r in rows if r.get("feasible")]
