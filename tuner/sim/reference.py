@@ -294,15 +294,19 @@ _ABBREV = {"max_num_batched_tokens": "mbt", "max_num_seqs": "mns", "kv_cache_dty
 def study_points(results: str, study: str = "") -> list[StudyPoint]:
     """The load points a study measured to the end (points stopped early are partial: left out); `study`
     defaults to the study.yaml kept in the results folder."""
-    from tuner.trial.table import read_trials
+    import pyarrow.parquet as pq  # the rows read raw: tuner.trial sits above the simulator
+
+    from tuner.common.metric_keys import renamed
 
     out = []
-    for t in read_trials(REPO / results / "trials.parquet"):
-        for pt in t.points:
+    for row in pq.read_table(REPO / results / "trials.parquet", columns=["number", "args_json", "points_json"]).to_pylist():
+        args = json.loads(row["args_json"])
+        for raw in json.loads(row["points_json"]):
+            pt = {renamed(k) or k: v for k, v in raw.items()}
             if pt.get("stopped_early") or any(pt.get(f) is None for f in FIGURES):
                 continue
-            out.append(StudyPoint(results, study or f"{results}/study.yaml", t.number, float(pt["load"]),
-                                  tuple(sorted(t.args.items())), tuple((f, float(pt[f])) for f in FIGURES)))
+            out.append(StudyPoint(results, study or f"{results}/study.yaml", int(row["number"]), float(pt["load"]),
+                                  tuple(sorted(args.items())), tuple((f, float(pt[f])) for f in FIGURES)))
     return out
 
 
