@@ -41,12 +41,13 @@ from tuner.sim.reference import (
 )
 
 FREE = ("e_lin", "e_w", "e_attn", "e_kv", "o_step_s", "o_tok_s", "launch_per_layer_s", "eager_mult", "frontend_s",
-        "ingress_per_seq_s", "heat_slowdown", "heat_tau_s", "prompt_defer")
+        "ingress_per_seq_s", "heat_slowdown", "heat_tau_s", "prompt_defer", "prompt_lead_max_s")
 BOUNDS = {
     "ingress_per_seq_s": (1e-6, 5e-3), "heat_slowdown": (1e-3, 3.0), "heat_tau_s": (0.05, 30.0),
     "e_lin": (0.2, 1.0), "e_w": (0.3, 1.0), "e_attn": (0.1, 1.0), "e_kv": (0.2, 1.0),
     "o_step_s": (1e-5, 0.02), "o_tok_s": (1e-9, 1e-5), "launch_per_layer_s": (1e-7, 5e-4),
     "eager_mult": (1.0, 2.0), "frontend_s": (1e-4, 0.05), "prompt_defer": (0.01, 0.9),
+    "prompt_lead_max_s": (0.005, 0.5),  # 0 (off) is set with --start prompt_lead_max_s=0, not searched
     "sched_ahead": (0, 1),  # on/off (--start sched_ahead=1), not searched
 }
 FIT_STUDY_POINTS = tuple(study_points(*FIT_STUDY))

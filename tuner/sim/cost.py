@@ -47,6 +47,10 @@ class Calibration:
     # vLLM: share of a prompt step's extra time that lands in the next step, with the prompt's first token
     # (measured in the H200 per-request token times; tuner/sim/vllm_sched.py); 0 = off
     prompt_defer: float = 0.0
+    # vLLM: the most extra time (over the same step without prompt chunks) a prompt step's decodes wait for
+    # before their tokens go out; the rest goes to the next step (0 = no limit, off). In the H200 records at
+    # 8 req/s a step with two new prompts shows as two intervals of about one prompt each, not 1.3 + 0.7
+    prompt_lead_max_s: float = 0.0
     # vLLM async scheduling (1 = on): each step is scheduled when the one before it starts, so a request that
     # reaches the engine during a step is admitted a step later; 0 = at the next step
     sched_ahead: int = 0

@@ -35,11 +35,19 @@ class VLLMScheduler(Core):
         self.threshold: int = thr if thr > 0 else self.mbt  # V1 caps every chunk at the threshold when set
         self.defer = 0.0  # Calibration.prompt_defer (set by the engine)
         self.carry = 0.0  # deferred prompt work the next step carries
+        self.lead_max = math.inf  # Calibration.prompt_lead_max_s (0 there = no limit; set by the engine)
         self.lagged: list[Seq] = []  # prompts completed last step: first token at this step's end
         self.width = cost.width
         # set by SimulatedEngine._run: async scheduling on (Calibration.sched_ahead) and the run's time limit
         self.ahead = False
         self.stop_at = math.inf
+
+    def _deferred(self, extra: float) -> float:
+        """The part of a prompt step's extra time that goes to the next step: `prompt_defer` of it, and at
+        least what lies beyond `prompt_lead_max_s` (the decodes' tokens wait for at most that much prompt work)."""
+        d = extra * self.defer
+        over = extra - self.lead_max
+        return over if over > d else d
 
     def _newest(self) -> Seq:
         return self.running[next(reversed(self.running))]
@@ -202,7 +210,7 @@ class VLLMScheduler(Core):
                 extra = 0.0
                 if chunks and n:
                     extra = dur - cost_step(n, n, ctx, ctx, n <= graph_max)
-                    extra = (extra if extra > 0.0 else 0.0) * self.defer
+                    extra = self._deferred(extra if extra > 0.0 else 0.0)
                 dur += self.carry - extra
                 self.carry = extra
         else:
@@ -217,7 +225,7 @@ class VLLMScheduler(Core):
                 extra = 0.0
                 if chunks and n:
                     base = cost_step(n, n, ctx, ctx, n <= graph_max, **spec)
-                    extra = max(dur - base, 0.0) * self.defer
+                    extra = self._deferred(max(dur - base, 0.0))
                 dur += self.carry - extra
                 self.carry = extra
         now = self.now
@@ -279,7 +287,8 @@ class VLLMScheduler(Core):
         defer = self.defer
         if defer:
             extra = dur - cost_step(n, n, ctx, ctx, n <= graph_max)
-            extra = (extra if extra > 0.0 else 0.0) * defer
+            extra = extra if extra > 0.0 else 0.0
+            extra = extra * defer if extra <= self.lead_max else self._deferred(extra)
             dur += self.carry - extra
             self.carry = extra
         now = self.now
