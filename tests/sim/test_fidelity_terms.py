@@ -1,4 +1,4 @@
-"""Held-out classes (by resolved engine args, rate, shape, not by name) and the tail terms: API-server ingress, power-limited clock, prompt work deferred to the next step."""
+"""Held-out classes (by resolved engine args, rate, shape, not by name) and the tail terms: API-server ingress, power-limited clock, prompt work deferred to the next step (and its cap)."""
 
 from __future__ import annotations
 
@@ -79,8 +79,8 @@ def test_power_limited_clock_slows_sustained_prefill_more_than_a_lone_one() -> N
     assert burst_ratio > 1.25  # sustained compute: FLOP-bound steps slow toward 1 + heat_slowdown
 
 
-def _with_defer(share: float) -> SimulatedEngine:
-    cal = dataclasses.replace(FITTED, prompt_defer=share, ingress_per_seq_s=0.0)
+def _with_defer(share: float, lead_max: float = 0.0) -> SimulatedEngine:
+    cal = dataclasses.replace(FITTED, prompt_defer=share, prompt_lead_max_s=lead_max, ingress_per_seq_s=0.0)
     return SimulatedEngine(flavour="vllm", gpu="H200", shape="qwen3-8b", args={}, max_model_len=16384,
                            calibration=cal)
 
@@ -102,6 +102,31 @@ def test_prompt_defer_moves_a_share_of_the_prompt_step_and_the_first_token_to_th
     assert whole[1].first_token_s == whole[0].token_times[k + 1]
     assert split[1].first_token_s == split[0].token_times[k + 2]
     assert split[1].output_tokens == 50 and split[1].ok
+
+
+def test_prompt_lead_max_caps_the_decodes_wait_in_a_step_with_two_prompts() -> None:
+    # two 2048-token prompts arrive together next to a long decode: one step carries both
+    reqs = [Request(0, 0.0, 128, 400), Request(1, 1.0, 2048, 50), Request(2, 1.0, 2048, 50)]
+    gaps = {}
+    for lead in (0.0, 0.04):
+        recs = _with_defer(0.3, lead).run(reqs)
+        tt = recs[0].token_times
+        gaps[lead] = [b - a for a, b in zip(tt, tt[1:], strict=False)]
+        assert all(r.ok and r.output_tokens == r.output_len for r in recs)
+    whole = _with_defer(0.0).run(reqs)[0].token_times
+    gaps_w = [b - a for a, b in zip(whole, whole[1:], strict=False)]
+    k = max(range(len(gaps_w)), key=gaps_w.__getitem__)
+    normal = gaps_w[k - 1]
+    excess = gaps_w[k] - normal
+    assert excess > 0.08  # two prompts: about twice a lone one's extra time
+    assert abs(gaps[0.0][k] - (normal + 0.7 * excess)) < 1e-4  # no cap: 0.7 of the extra time
+    assert abs(gaps[0.04][k] - (normal + 0.04)) < 1e-4  # capped: the decodes wait for 40 ms of it
+    # the next step carries the rest (within 0.5 ms: without the defer the two new requests decode in it too)
+    assert abs(gaps[0.04][k + 1] - (gaps_w[k + 1] + excess - 0.04)) < 5e-4
+    assert abs(gaps[0.04][k + 1] - (gaps[0.0][k + 1] + 0.7 * excess - 0.04)) < 1e-6  # same step, cap aside
+    # a lone prompt's extra time below the cap: the cap changes nothing
+    lone = [Request(0, 0.0, 128, 400), Request(1, 1.0, 2048, 50)]
+    assert _with_defer(0.3, 0.2).run(lone)[0].token_times == _with_defer(0.3).run(lone)[0].token_times
 
 
 def test_prompt_defer_keeps_saturation_throughput() -> None:
