@@ -106,19 +106,19 @@ def choose(winner: TrialResult, trials: list[TrialResult], flavour: str) -> Spec
         bands.append({"batch": [lo, hi], "tpot_ms_at": round(mid, 2),
                       "tpot_ms": {str(k): round(v, 3) for k, v in at.items()}, "best_k": best})
         lo *= 2
-    decided = [b for b in bands if b["best_k"] is not None]
+    decided = [band for band in bands if band["best_k"] is not None]
     if not decided:
         return SpecSchedule(None, "not chosen: no batch-size band was reached by two or more K", bands)
     entries: list[list[int]] = []
-    for b in decided:
-        lo, hi = b["batch"]
-        if entries and entries[-1][2] == b["best_k"]:
+    for band in decided:
+        lo, hi = band["batch"]
+        if entries and entries[-1][2] == band["best_k"]:
             entries[-1][1] = hi
         else:
-            entries.append([lo, hi, b["best_k"]])
+            entries.append([lo, hi, band["best_k"]])
     entries[0][0] = 1  # vLLM needs the first range at 1; smaller batches take the smallest band's K
-    for a, b in zip(entries, entries[1:], strict=False):
-        a[1] = b[0] - 1  # an unmeasured gap keeps the K below it, as vLLM does
+    for below, above in zip(entries, entries[1:], strict=False):
+        below[1] = above[0] - 1  # an unmeasured gap keeps the K below it, as vLLM does
     if len(entries) == 1:
         return SpecSchedule(None, f"not chosen: K={entries[0][2]} had the lowest TPOT in every measured batch-size "
                                   "band; a fixed value is the same schedule", bands)
