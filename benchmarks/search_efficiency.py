@@ -10,9 +10,12 @@ output tokens/s at the SLA capacity interpolated between the last passing and fi
 (the load grid alone makes many configs tie). The same SearchCore as a study drives each Optuna sampler
 by ask/tell, `max_concurrent` at a time (constant liar, constraints, feasibility model, dedup).
 
-Methods: `tpe` (make_sampler: the study default), `random`, `cmaes` (CMA-ES with margin on the numeric
-knobs, categoricals independent), `tpe-mv` (multivariate TPE, group, constant liar), `qmc` (scrambled
-Sobol), `tpe-mv5` (tpe-mv with 5 startup trials instead of the study's 8/10), `nsga2` (NSGA-II).
+Methods: `tpe-local` (the study default: TPE with a neighbour move every third guided trial,
+tuner/search/local_tpe.py), `random`, `tpe` (independent TPE with constant liar, as make_sampler builds
+it), `cmaes` (CMA-ES with margin on the numeric knobs, categoricals independent), `tpe-mv` (multivariate
+TPE, group, constant liar), `qmc` (scrambled Sobol), `tpe-mv5` (tpe-mv with 5 startup trials), `nsga2`
+(NSGA-II), `tpe-s4` (tpe with 4 startup trials), `local2` (a neighbour move every second guided trial),
+`local-s4` (tpe-local with 4 startup trials).
 Printed per workload: median and mean ratio to the grid optimum after 10/20/30 trials, seeds >= 95 %
 at 30, paired per-seed difference to random (mean +- 1 SE) at 10/20/30. Last line: the first method's
 worst-workload hits, pooled medians at 20, and the geometric mean over workloads of its median best /
@@ -39,6 +42,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.search_grid import FLAT, Grid  # noqa: E402
 from tuner.search.ask_tell import TrialReport  # noqa: E402
+from tuner.search.local_tpe import LocalTPESampler  # noqa: E402
 from tuner.search.searcher import SearchCore, make_sampler  # noqa: E402
 from tuner.search.space import Space, build_space  # noqa: E402
 from tuner.spec.load import load_yaml, validate  # noqa: E402
@@ -84,17 +88,24 @@ def load_study(workload: str, seed: int, trials: int, a: argparse.Namespace) -> 
     return validate(Study, data, str(path))
 
 
-METHODS = ("tpe", "random", "cmaes", "tpe-mv", "qmc", "tpe-mv5", "nsga2")
+METHODS = ("tpe-local", "random", "tpe", "cmaes", "tpe-mv", "qmc", "tpe-mv5", "nsga2", "tpe-s4", "local2", "local-s4")
 
 
 def sampler_for(method: str, study: Study, space: Space, seed: int) -> optuna.samplers.BaseSampler:
     """Optuna's samplers, each seeded; `tpe` is whatever servetune's make_sampler builds for the study."""
     n0 = study.search.n_startup_trials
-    if method == "tpe":
-        return make_sampler(study.model_copy(update={"seed": seed}), space)
+    if method in ("tpe-local", "tpe"):  # what servetune's make_sampler builds for `search.algorithm: <method>`
+        search = study.search.model_copy(update={"algorithm": method})
+        return make_sampler(study.model_copy(update={"seed": seed, "search": search}), space)
     if method in ("tpe-mv", "tpe-mv5"):
         return optuna.samplers.TPESampler(seed=seed, n_startup_trials=5 if method == "tpe-mv5" else n0,
                                           multivariate=True, group=True, constant_liar=True)
+    if method == "local-s4":
+        return LocalTPESampler(seed=seed, n_startup_trials=4)
+    if method == "local2":
+        return LocalTPESampler(seed=seed, n_startup_trials=n0, local_every=2)
+    if method == "tpe-s4":
+        return optuna.samplers.TPESampler(seed=seed, n_startup_trials=4, constant_liar=True)
     if method == "random":
         return optuna.samplers.RandomSampler(seed=seed)
     if method == "qmc":  # scrambled Sobol over the numeric knobs; categoricals drawn independently
@@ -112,6 +123,7 @@ def run_search(oracle: Oracle, study: Study, sampler: optuna.samplers.BaseSample
                seed: int) -> dict[str, Any]:
     """One search of `trials` launched configs, `max_concurrent` at a time; best objective after each."""
     core = SearchCore(study.model_copy(update={"seed": seed}), oracle.grid_space, sampler=sampler)
+
     best_by_n: list[float | None] = []
     best: float | None = None
     while len(best_by_n) < trials:
@@ -163,10 +175,12 @@ def main() -> None:
     ap.add_argument("--workloads", default="static,dynamic,mixed")
     ap.add_argument("--methods", default=",".join(METHODS), help="the first is the one the last line reports")
     ap.add_argument("--seeds", type=int, default=10)
+    ap.add_argument("--seed-offset", type=int, default=0, help="sampler seeds offset..offset+seeds-1 (a held-out "
+                    "check of a sampler chosen on seeds 0-9: --seed-offset 10)")
     ap.add_argument("--trials", type=int, default=30)
     ap.add_argument("--requests-per-point", type=int, default=60, help="dynamic/mixed load points (study: 300)")
     ap.add_argument("--duration-s", type=float, default=6.0, help="static load points (study: 30 s)")
-    ap.add_argument("--max-points", type=int, default=6, help="load points per capacity search (study: 8)")
+    ap.add_argument("--max-points", type=int, default=8, help="load points per capacity search (the studies' 8: fewer censored dynamic/mixed capacities at 16 req/s)")
     ap.add_argument("--screen-only", action="store_true", help="screen and size the grids, search nothing")
     ap.add_argument("--save", type=Path, default=None, help="pickle the per-workload results here")
     ap.add_argument("--combine", default=None, help="only print the summary of these --save files (comma list): "
@@ -204,7 +218,8 @@ def main() -> None:
         runs: dict[str, list[dict[str, Any]]] = {}
         for m in methods:  # each method's line as soon as it is done (a long run on a shared box says something early)
             t1 = time.perf_counter()
-            runs[m] = [run_search(oracle, study, sampler_for(m, study, space, s), a.trials, s) for s in range(a.seeds)]
+            seeds = range(a.seed_offset, a.seed_offset + a.seeds)
+            runs[m] = [run_search(oracle, study, sampler_for(m, study, space, s), a.trials, s) for s in seeds]
             med = statistics.median(at(r, 20, opt) for r in runs[m])
             print(f"[{wl}] {m} done: median @20 {med:.3f} [{time.perf_counter() - t1:.0f} s]", flush=True)
         seen = max((r["best"] or 0) for rs in runs.values() for r in rs)
@@ -226,6 +241,11 @@ def summary(results: dict[str, dict[str, Any]], methods: list[str], seeds: int) 
     tuned = [r[chosen]["tuned"] for r in results.values() if r[chosen]["tuned"] == r[chosen]["tuned"]]
     gm = math.exp(statistics.mean(math.log(t) for t in tuned)) if tuned else float("nan")
     print("pooled median ratio at 20 (workloads x seeds): " + " ".join(f"{m}={v:.3f}" for m, v in pooled.items()))
+    if "random" in pooled:
+        rand = [x for r in results.values() for x in r["random"]["ratios"][20]]
+        print("pooled paired difference to random at 20 (mean +- 1 SE over workloads x seeds): " + " ".join(
+            "{}={:+.3f}+-{:.3f}".format(m, *paired([x for r in results.values() for x in r[m]["ratios"][20]], rand))
+            for m in pooled if m != "random"))
     print(f"({chosen} is the chosen sampler; hits = worst workload; ratios to the grid optimum)")
     print(f"tpe_hits_95pct={hits}/{seeds} tpe_median_ratio_at_20={pooled[chosen]:.3f} "
           f"random_median_ratio_at_20={pooled.get('random', float('nan')):.3f} tuned_vs_default={gm:.3f}")

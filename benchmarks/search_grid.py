@@ -41,6 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CACHE_DIR = ROOT / "benchmarks" / "results" / "search"
 FLAT = 0.01  # a knob whose largest relative effect at every screened base stays below this is held at default
 SCREEN_BASES = 6  # random bases of the screen (the defaults are one more)
+SCORE_VERSION = 2  # part of the cache key: bump when `score` changes (2: objective interpolated, not scaled)
 # Levels of the wide knobs, chosen so an exhaustive grid (about 430 distinct configs per workload) fits a
 # shared 2-core box in the time there was: the benchmark landscape IS this grid (a config is scored at its
 # nearest levels), so the grid optimum is exact for the landscape every sampler searches.
@@ -48,7 +49,10 @@ LEVELS: dict[str, list[Any]] = {
     "max_num_seqs": [16, 256, 1024],
     "max_num_batched_tokens": [2048, 8192],
     "gpu_memory_utilization": [0.92, 0.97],
-    "max_cudagraph_capture_size": [None, 2048],
+    # 512 is what vLLM resolves without the flag at max_num_seqs >= 256 (min(2 x max_num_seqs, 512)): a level a
+    # searcher can express. A None level could not be: every sampled value snapped to 2048, which made the
+    # static optimum (512) unreachable and handed every sampler the dynamic/mixed optimum's 2048 for free.
+    "max_cudagraph_capture_size": [512, 2048],
     "max_num_partial_prefills": [1, 4],
     "long_prefill_token_threshold": [0, 2048],
 }
@@ -59,7 +63,7 @@ SCREEN_LEVELS: dict[str, list[Any]] = {
     "max_num_seqs": [16, 64, 256, 1024],
     "max_num_batched_tokens": [1024, 2048, 8192, 32768],
     "gpu_memory_utilization": [0.85, 0.92, 0.97],
-    "max_cudagraph_capture_size": [None, 2048],
+    "max_cudagraph_capture_size": [512, 2048],
     "max_num_partial_prefills": [1, 4],
     "long_prefill_token_threshold": [0, 512, 2048],
 }
@@ -106,8 +110,12 @@ def snap(p: Any, v: Any, lv: list[Any]) -> Any:
     return min(nums, key=dist)
 
 
-def score(r: TrialReport) -> tuple[float | None, float | None]:
-    """(objective at the interpolated SLA capacity, that capacity); (None, None) when nothing met the SLA."""
+def score(r: TrialReport, metric: str = "output_throughput") -> tuple[float | None, float | None]:
+    """(objective at the interpolated SLA capacity, that capacity); (None, None) when nothing met the SLA.
+
+    The objective is interpolated too (between the measured values at the last passing and the first
+    failing load), not scaled in proportion to the load: throughput stops growing near saturation, and a
+    proportional scale made a config that failed just below a load other configs passed look 60 % better."""
     if r.outcome is not TrialOutcome.OK or r.objective is None or not r.capacity:
         return None, None
     pts = sorted(r.load_points, key=lambda p: p.load)
@@ -115,13 +123,16 @@ def score(r: TrialReport) -> tuple[float | None, float | None]:
     if good is None:
         return r.objective, r.capacity
     above = [p for p in pts if p.load > good.load and not p.feasible]
-    cap = good.load
-    if above:
-        bad = above[0]
-        v1, v2 = min(good.violation, 0.0), bad.violation
-        if v2 > v1:
-            cap = good.load + (bad.load - good.load) * (-v1) / (v2 - v1)
-    return r.objective * cap / good.load, cap
+    if not above:  # never failed within the load range: the capacity is censored at the highest point
+        return r.objective, good.load
+    bad = above[0]
+    v1, v2 = min(good.violation, 0.0), bad.violation
+    frac = (-v1) / (v2 - v1) if v2 > v1 else 0.0
+    cap = good.load + (bad.load - good.load) * frac
+    og, ob = good.summary.get(metric), bad.summary.get(metric)
+    if og is None or ob is None:
+        return r.objective, cap
+    return r.objective + (ob - og) * frac, cap
 
 
 class Grid:
@@ -135,7 +146,8 @@ class Grid:
         self.table: dict[str, dict[str, Any]] = {}  # config key -> outcome, objective, capacity, violations
         self.effects: dict[str, float] = {}
         self.sims = 0
-        fp = {"settings": settings, "study": study.model_dump(mode="json"), "sim": _sim_digest()}
+        landscape = study.model_dump(mode="json", exclude={"search", "budget", "name"})  # not the sampler's settings
+        fp = {"settings": settings, "study": landscape, "sim": _sim_digest(), "score": SCORE_VERSION}
         self.fingerprint = hashlib.sha256(json.dumps(fp, sort_keys=True, default=str).encode()).hexdigest()[:16]
         self.path = CACHE_DIR / f"grid-{name}.json"
         self._load()
@@ -182,7 +194,7 @@ class Grid:
         if k not in self.table:
             self.sims += 1
             r = simulate(self.study, self.sp.flavour, args)
-            obj, cap = score(r)
+            obj, cap = score(r, self.study.objective.metric)
             self.table[k] = {"o": r.outcome.value, "obj": obj if obj is not None else r.objective, "cap": cap,
                              "v": [None if v is None else round(v, 4) for v in r.violations]}
             if self.sims % 50 == 0:

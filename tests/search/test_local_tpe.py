@@ -1,0 +1,85 @@
+"""The default sampler (tpe-local): TPE plus neighbour moves around the best SLA-feasible trial."""
+
+from __future__ import annotations
+
+import optuna
+
+from tests.search.helpers import core_for, make_study, synthetic
+from tuner.search.local_tpe import LocalTPESampler
+from tuner.search.searcher import make_sampler
+from tuner.search.space import build_space
+
+
+def _suggest(trial: optuna.Trial) -> dict:
+    return {"c": trial.suggest_categorical("c", ["a", "b", "c"]),
+            "n": trial.suggest_int("n", 16, 1024, log=True),
+            "f": trial.suggest_float("f", 0.8, 0.97, step=0.01),
+            "p": trial.suggest_int("p", 1, 4),
+            "b": trial.suggest_categorical("b", [True, False])}
+
+
+def _incumbent(study: optuna.Study) -> optuna.trial.FrozenTrial | None:
+    ok = [t for t in study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))
+          if all(v <= 0 for v in t.constraints.values())]
+    return max(ok, key=lambda t: t.value) if ok else None
+
+
+def test_every_third_guided_trial_is_a_one_or_two_knob_neighbour_of_the_feasible_incumbent() -> None:
+    sampler = LocalTPESampler(seed=3, n_startup_trials=4)
+    study = optuna.create_study(direction="maximize", sampler=sampler)
+    local = 0
+    for i in range(24):
+        best = _incumbent(study)
+        trial = study.ask()
+        params = _suggest(trial)
+        if trial.number in sampler._plans:
+            local += 1
+            assert best is not None and i >= 4
+            changed = [k for k in params if params[k] != best.params[k]]
+            assert 1 <= len(changed) <= 2, (params, best.params)
+            for k in changed:  # a large step, not a nudge
+                if k == "n":
+                    assert max(params[k], best.params[k]) / min(params[k], best.params[k]) >= 3.9
+                if k == "f":
+                    assert abs(params[k] - best.params[k]) >= 0.04 - 1e-9
+        value = params["n"] * (2.0 if params["c"] == "b" else 1.0)
+        trial.set_constraint("sla", 1.0 if params["n"] > 600 else -0.5)  # the largest n break the SLA
+        study.tell(trial, value)
+    assert 5 <= local <= 8  # about a third of the 20 trials after the startup
+
+
+def test_an_infeasible_best_is_never_the_incumbent() -> None:
+    sampler = LocalTPESampler(seed=0, n_startup_trials=2)
+    study = optuna.create_study(direction="maximize", sampler=sampler)
+    for params, value, violation in [({"c": "a", "n": 1000, "f": 0.9, "p": 1, "b": True}, 1e6, 0.5),
+                                     ({"c": "b", "n": 32, "f": 0.9, "p": 2, "b": False}, 10.0, -0.1)]:
+        study.enqueue_trial(params)
+        t = study.ask()
+        _suggest(t)
+        t.set_constraint("sla", violation)
+        study.tell(t, value)
+    local = 0
+    for _ in range(4):
+        t = study.ask()
+        params = _suggest(t)
+        if t.number in sampler._plans:
+            local += 1
+            assert sum(params[k] != v for k, v in {"c": "b", "n": 32, "f": 0.9, "p": 2, "b": False}.items()) <= 2
+        study.tell(t, 1.0)
+    assert local >= 1
+
+
+def test_default_study_searches_with_tpe_local_through_the_core() -> None:
+    study = make_study(search={"n_startup_trials": 4})
+    assert study.search.algorithm == "tpe-local"
+    assert isinstance(make_sampler(study, build_space(study)), LocalTPESampler)
+    core, space = core_for(study)
+    seen = set()
+    for _ in range(16):
+        cfg = core.ask()
+        assert cfg is not None
+        key = tuple(sorted(cfg.args.items()))
+        assert key not in seen  # the searcher's duplicate check still holds with neighbour moves
+        seen.add(key)
+        core.tell(cfg.number, synthetic(space, cfg))
+    assert any(h["feasible"] for h in core.history)
