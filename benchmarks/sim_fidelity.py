@@ -71,6 +71,17 @@ def near_limit(real: dict[str, float]) -> bool:
     return any(abs(real[m] / lim - 1.0) <= NEAR for m, lim in SLA.items())
 
 
+def tally_verdict(tally: list[int], wrong: list[str], name: str, sim: dict[str, float], real: dict[str, float]) -> None:
+    """Count one held-out point's SLA verdict: [agree, counted, near a limit (not counted)]; name a disagreement."""
+    if near_limit(real):
+        tally[2] += 1
+        return
+    tally[1] += 1
+    tally[0] += verdict(sim) == verdict(real)
+    if verdict(sim) != verdict(real):
+        wrong.append(f"{name} (sim {'meets' if verdict(sim) else 'misses'})")
+
+
 def med(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
@@ -86,14 +97,7 @@ def others(sla: dict[str, list[int]], wrong: list[str]) -> None:
             group = study_group(sp)
             groups.setdefault(group, []).append(err)
             if not group.endswith("/fit"):
-                tally = sla.setdefault("other", [0, 0, 0])
-                if near_limit(real):
-                    tally[2] += 1
-                else:
-                    tally[1] += 1
-                    tally[0] += verdict(sim) == verdict(real)
-                    if verdict(sim) != verdict(real):
-                        wrong.append(f"{sp.name} (sim {'meets' if verdict(sim) else 'misses'})")
+                tally_verdict(sla.setdefault("other", [0, 0, 0]), wrong, sp.name, sim, real)
             cells = " ".join(f"{sim[f]:>7.1f}/{real[f]:>7.1f} {err[f]:3.0f}%" for f in FIGURES)
             print(f"  {sp.name:44s} {group:16s} {cells}")
     for group, rows in groups.items():
@@ -120,14 +124,7 @@ def main() -> None:
         split = split_of(p)
         errs.setdefault(split, []).append(err)
         if split in ("args", "rate", "shape"):
-            tally = sla.setdefault(split, [0, 0, 0])
-            if near_limit(real):
-                tally[2] += 1
-            else:
-                tally[1] += 1
-                tally[0] += verdict(sim) == verdict(real)
-                if verdict(sim) != verdict(real):
-                    wrong.append(f"{short_name(p)} (sim {'meets' if verdict(sim) else 'misses'})")
+            tally_verdict(sla.setdefault(split, [0, 0, 0]), wrong, short_name(p), sim, real)
         cells = " ".join(f"{sim[m]:>7.1f}/{real[m]:>7.1f} {err[m]:3.0f}%" for m in METRICS)
         print(f"{short_name(p):{width}s} {split:6s} {cells}")
     shapes = sorted({p.shape for p in ALL_POINTS})

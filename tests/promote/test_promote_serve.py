@@ -58,7 +58,10 @@ def _candidate_leaving(cluster: ServeCluster) -> None:
 
 
 def _serving(cluster: ServeCluster) -> dict:
-    return json.loads(cluster.get("/servetune"))
+    """What the app serves (config and lineage); the engine process it runs in (pid, log) is left out:
+    a rollback restarts the previous config in a new one."""
+    about = json.loads(cluster.get("/servetune"))
+    return {k: v for k, v in about.items() if k not in ("engine_pid", "engine_log")}
 
 
 def test_promoted_yaml_deploys_with_serve_deploy_and_streams_chat(cluster: ServeCluster, tmp_path: Path,

@@ -175,13 +175,8 @@ def deploy_blue_green(admin: ServeAdmin, app: dict[str, Any], *, name: str, rout
     admin.apply({**base, name: new})  # the candidate shuts down in the background (its resources freed)
     done = (f"{name!r} serves the new config after {time.monotonic() - t0:.0f}s; smoke test passed (first token "
             f"{smoke.ttft_s * 1000:.0f} ms)")
-    if check is None:
-        return DeployResult(True, done, smoke)
-    canary = _checked(check, admin.http_base(), route_prefix)
-    if canary.passed:
-        return DeployResult(True, f"{done}; {canary.reason}", smoke, canary)
-    restored = _restore(admin, base, name, timeout_s, smoke_timeout_s)
-    return DeployResult(False, f"{canary.reason}; rolled back: {restored}", smoke, canary, rolled_back=True)
+    return _canaried(check, admin.http_base(), route_prefix, done, smoke,
+                     lambda: _restore(admin, base, name, timeout_s, smoke_timeout_s))
 
 
 def deploy_in_place(admin: ServeAdmin, app: dict[str, Any], *, name: str, route_prefix: str,
@@ -209,13 +204,20 @@ def deploy_in_place(admin: ServeAdmin, app: dict[str, Any], *, name: str, route_
         return DeployResult(False, f"{name!r} failed in place: {exc}; {restored}")
     done = (f"{name!r} serves the new config after {time.monotonic() - t0:.0f}s (in place); smoke test passed "
             f"(first token {smoke.ttft_s * 1000:.0f} ms)")
+    return _canaried(check, admin.http_base(), route_prefix, done, smoke,
+                     lambda: _restore(admin, before, name, timeout_s, smoke_timeout_s, replace=True))
+
+
+def _canaried(check: Check | None, http_base: str, route_prefix: str, done: str, smoke: SmokeResult,
+              restore: Callable[[], str]) -> DeployResult:
+    """The deployed app after its smoke test: no check -> done; a canary that passes -> done with its
+    figures; one that misses -> `restore` (each deploy mode puts the previous app back its own way)."""
     if check is None:
         return DeployResult(True, done, smoke)
-    canary = _checked(check, admin.http_base(), route_prefix)
+    canary = _checked(check, http_base, route_prefix)
     if canary.passed:
         return DeployResult(True, f"{done}; {canary.reason}", smoke, canary)
-    restored = _restore(admin, before, name, timeout_s, smoke_timeout_s, replace=True)
-    return DeployResult(False, f"{canary.reason}; rolled back: {restored}", smoke, canary, rolled_back=True)
+    return DeployResult(False, f"{canary.reason}; rolled back: {restore()}", smoke, canary, rolled_back=True)
 
 
 def _checked(check: Check, http_base: str, route_prefix: str) -> CanaryResult:
