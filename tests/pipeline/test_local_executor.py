@@ -81,8 +81,11 @@ def test_a_dead_or_hung_trial_process_fails_its_trial_not_the_study(tmp_path: Pa
     assert len(crashed) == 1 and "killed by SIGKILL" in crashed[0].reason, [(t.outcome, t.reason) for t in trials]
     assert all(t.outcome.ran for t in trials if t is not crashed[0])
 
-    hung = tmp_path / "hung"  # every trial outlives a 1 s limit: stopped, failed as timeout
-    proc = start("--study", str(small_study(tmp_path, name="hung", budget={"trials": 2, "max_concurrent": 2},
+    # every trial hangs (the simulator's HTTP face with its engine loop stopped: no request ever finishes) and
+    # outlives a 1 s limit: stopped, failed as timeout. Virtual time is no hang: a trial can end within 1 s.
+    hung = tmp_path / "hung"
+    sim = {"flavour": "vllm", "gpu": "H200", "mode": "server", "faults": {"hang_after": 0}}
+    proc = start("--study", str(small_study(tmp_path, name="hung", budget={"trials": 2, "max_concurrent": 2}, sim=sim,
                                              resources={"trial_timeout_s": 1}, promotion={"enabled": False})),
                  "--output", str(hung))
     seen: set[int] = set()
