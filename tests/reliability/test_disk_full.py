@@ -5,6 +5,7 @@ Needs root (mount); skipped otherwise."""
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
@@ -91,3 +92,31 @@ def test_disk_full_ends_with_one_message(tmp_path: Path, small_fs: Path) -> None
     assert set(complete) <= {r["trial_id"] for r in kept}
     assert all(complete.get(r["trial_id"]) == r["mlflow_run_id"] for r in kept if r["mlflow_run_id"])
     assert wait_gone(logged_pids(out), timeout_s=30) == [] and pids_running(tag) == []
+
+
+def test_a_full_disk_under_optuna_ends_the_tune_search_without_escaping_into_tune(small_fs: Path) -> None:
+    """Optuna's SQLite store fills up between ask and tell (seen in CI: trials.parquet still fit, optuna.db
+    did not): the Ray Tune searcher keeps the fault for the driver and asks for nothing more, instead of
+    raising into Tune, which logged a traceback before the driver's one-line error."""
+    from tests.search.helpers import make_study
+    from tuner.common.errors import disk_full_in
+    from tuner.search.signals import Interrupt
+    from tuner.search.space import build_space
+    from tuner.search.tune_searcher import make_searcher
+
+    study = make_study()
+    space = build_space(study)
+    searcher = make_searcher(study, space, storage=f"sqlite:///{small_fs / 'optuna.db'}")
+    Interrupt.reset()
+    tune_log = logging.getLogger("ray.tune")
+    level = tune_log.level
+    try:
+        assert isinstance(searcher.suggest("t0"), dict)
+        fill(small_fs)
+        searcher.on_trial_complete("t0", None, error=True)  # Optuna's write of the trial fails; must not raise
+        assert Interrupt.failure is not None and disk_full_in(Interrupt.failure, small_fs) is not None
+        assert "SQLite store" in str(disk_full_in(Interrupt.failure, small_fs))
+        assert searcher.suggest("t1") == "FINISHED"
+    finally:
+        Interrupt.reset()
+        tune_log.setLevel(level)
