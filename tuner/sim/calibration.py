@@ -27,8 +27,8 @@ FITTED = Calibration(
     sched_ahead=1,
     allreduce_lat_s=8e-06,
     e_link=0.7,
-    fp8_lin_gain=1.4,
-    fp8_attn_gain=1,
-    fp8_kv_gain=1.4,
-    fp8_w_gain=1.2,
+    fp8_lin_gain=1.55,
+    fp8_attn_gain=2,
+    fp8_kv_gain=1.3,
+    fp8_w_gain=1.1,
 )
