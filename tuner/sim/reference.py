@@ -85,7 +85,7 @@ ALL_POINTS: tuple[RefPoint, ...] = H200_POINTS + tuple(pt for s in SERVETUNE_SET
 
 # FP8 KV cache and FP8 weights on the same H200 and vLLM (benchmarks/reference/h200-vllm-0.26.0-fp8): the
 # 30 s Poisson points ("ss_") of issue 15's table, and the shorter 150-prompt points. Kept out of ALL_POINTS:
-# the base calibration does not see them; benchmarks/calibrate_fp8.py fits the two FP8 factors on FP8_30S.
+# the base calibration does not see them; benchmarks/calibrate_fp8.py fits the four FP8 factors on FP8_30S and FP8_CONC.
 H200_FP8 = "h200-vllm-0.26.0-fp8"
 _KV, _BOTH, _W = {"kv_cache_dtype": "fp8"}, {"kv_cache_dtype": "fp8", "quantization": "fp8"}, {"quantization": "fp8"}
 FP8_30S: tuple[RefPoint, ...] = (
