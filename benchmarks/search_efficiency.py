@@ -43,6 +43,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.search_grid import FLAT, Grid  # noqa: E402
 from tuner.search.ask_tell import TrialReport  # noqa: E402
 from tuner.search.local_tpe import LocalTPESampler  # noqa: E402
+from tuner.search.rf_sampler import RFSampler  # noqa: E402
 from tuner.search.searcher import SearchCore, make_sampler  # noqa: E402
 from tuner.search.space import Space, build_space  # noqa: E402
 from tuner.spec.load import load_yaml, validate  # noqa: E402
@@ -88,13 +89,16 @@ def load_study(workload: str, seed: int, trials: int, a: argparse.Namespace) -> 
     return validate(Study, data, str(path))
 
 
-METHODS = ("tpe-local", "random", "tpe", "cmaes", "tpe-mv", "qmc", "tpe-mv5", "nsga2", "tpe-s4", "local2", "local-s4")
+METHODS = ("rf", "tpe-local", "random", "tpe", "cmaes", "tpe-mv", "qmc", "tpe-mv5", "nsga2", "tpe-s4", "local2", "local-s4")
 
 
 def sampler_for(method: str, study: Study, space: Space, seed: int) -> optuna.samplers.BaseSampler:
     """Optuna's samplers, each seeded; `tpe` is whatever servetune's make_sampler builds for the study."""
     n0 = study.search.n_startup_trials
-    if method in ("tpe-local", "tpe"):  # what servetune's make_sampler builds for `search.algorithm: <method>`
+    if method.startswith("rf-"):  # variants for tuning on seeds 0-9: rf-r3 (random every 3rd), rf-s8 (startup 8)
+        kw = {{"r": "random_every", "s": "n_startup_trials"}[p[0]]: int(p[1:]) for p in method[3:].split("-")}
+        return RFSampler(seed=seed, space=space, **kw)
+    if method in ("tpe-local", "tpe", "rf"):  # what servetune's make_sampler builds for `search.algorithm: <method>`
         search = study.search.model_copy(update={"algorithm": method})
         return make_sampler(study.model_copy(update={"seed": seed, "search": search}), space)
     if method in ("tpe-mv", "tpe-mv5"):

@@ -39,6 +39,7 @@ from tuner.search.attrs import (
 )
 from tuner.search.feasibility import FeasibilityModel, config_key
 from tuner.search.local_tpe import LocalTPESampler
+from tuner.search.rf_sampler import RF_STARTUP, RFSampler
 from tuner.search.space import Rejected, Space
 from tuner.spec.study import Study
 from tuner.trial.outcome import TrialOutcome
@@ -55,6 +56,8 @@ def make_sampler(study: Study, space: Space, offset: int = 0) -> optuna.samplers
     algo, seed = study.search.algorithm, study.seed + offset
     if algo == "tpe-local":  # the default: TPE + neighbour moves around the incumbent (benchmark in docs/search.md)
         return LocalTPESampler(seed=seed, n_startup_trials=study.search.n_startup_trials)
+    if algo == "rf":  # random forest + EI, local search around the best trials (tuner/search/rf_sampler.py)
+        return RFSampler(seed=seed, space=space, n_startup_trials=min(study.search.n_startup_trials, RF_STARTUP))
     if algo == "tpe":
         # Independent (univariate) TPE: on the default study's plateaus (capacity is quantised by the
         # load grid) multivariate TPE locked onto a flat region in 2 of 10 seeds, independent TPE in none
