@@ -10,7 +10,9 @@ output tokens/s at the SLA capacity interpolated between the last passing and fi
 (the load grid alone makes many configs tie). The same SearchCore as a study drives each Optuna sampler
 by ask/tell, `max_concurrent` at a time (constant liar, constraints, feasibility model, dedup).
 
-Methods: `tpe-local` (the study default: TPE with a neighbour move every third guided trial,
+Methods: `rf` (random forest + expected improvement, tuner/search/rf_sampler.py; `rf-r3`: a random
+config every 3rd guided trial, `rf-r0`: none, `rf-s8`: 8 startup trials, `rf-d`: the `distinct` filter),
+`tpe-local` (the study default: TPE with a neighbour move every third guided trial,
 tuner/search/local_tpe.py), `random`, `tpe` (independent TPE with constant liar, as make_sampler builds
 it), `cmaes` (CMA-ES with margin on the numeric knobs, categoricals independent), `tpe-mv` (multivariate
 TPE, group, constant liar), `qmc` (scrambled Sobol), `tpe-mv5` (tpe-mv with 5 startup trials), `nsga2`
@@ -22,6 +24,7 @@ worst-workload hits, pooled medians at 20, and the geometric mean over workloads
 engine defaults.
 
     .venv/bin/python benchmarks/search_efficiency.py [--seeds 10] [--workloads static,dynamic,mixed]
+    .venv/bin/python benchmarks/search_efficiency.py --combine a.pkl,b.pkl --methods rf,tpe-local,random  # pooled
 """
 
 from __future__ import annotations
@@ -96,7 +99,9 @@ def sampler_for(method: str, study: Study, space: Space, seed: int) -> optuna.sa
     """Optuna's samplers, each seeded; `tpe` is whatever servetune's make_sampler builds for the study."""
     n0 = study.search.n_startup_trials
     if method.startswith("rf-"):  # variants for tuning on seeds 0-9: rf-r3 (random every 3rd), rf-s8 (startup 8)
-        kw = {{"r": "random_every", "s": "n_startup_trials"}[p[0]]: int(p[1:]) for p in method[3:].split("-")}
+        kw: dict[str, Any] = {{"r": "random_every", "s": "n_startup_trials"}[p[0]]: int(p[1:])
+                              for p in method[3:].split("-") if p != "d"}
+        kw["distinct"] = "d" in method[3:].split("-")  # rf-d: tuner.search.rf_sampler's `distinct`
         return RFSampler(seed=seed, space=space, **kw)
     if method in ("tpe-local", "tpe", "rf"):  # what servetune's make_sampler builds for `search.algorithm: <method>`
         search = study.search.model_copy(update={"algorithm": method})
@@ -188,15 +193,18 @@ def main() -> None:
     ap.add_argument("--screen-only", action="store_true", help="screen and size the grids, search nothing")
     ap.add_argument("--save", type=Path, default=None, help="pickle the per-workload results here")
     ap.add_argument("--combine", default=None, help="only print the summary of these --save files (comma list): "
-                    "workloads run as parallel processes")
+                    "workloads run as parallel processes, or seed sets (--seed-offset) pooled")
     a = ap.parse_args()
     methods = [m for m in a.methods.split(",") if m]
     results: dict[str, dict[str, Any]] = {}
-    if a.combine:
+    if a.combine:  # files of other workloads are merged; files of the same workload (other seeds) pooled
         for f in a.combine.split(","):
             with open(f, "rb") as fh:
-                results.update(pickle.load(fh)["results"])
-        return summary(results, methods, a.seeds)
+                for wl, res in pickle.load(fh)["results"].items():
+                    results[wl] = pool(results[wl], res) if wl in results else res
+        for wl, res in results.items():
+            combined_report(wl, res, methods)
+        return summary(results, methods, len(results[next(iter(results))][methods[0]]["ratios"][30]))
     for wl in [w for w in a.workloads.split(",") if w]:
         if wl not in WORKLOADS:
             raise SystemExit(f"unknown workload {wl!r} | fix: --workloads from {', '.join(WORKLOADS)}")
@@ -235,6 +243,25 @@ def main() -> None:
                 pickle.dump({"results": results, "args": vars(a)}, f)
     if not a.screen_only:
         summary(results, methods, a.seeds)
+
+
+def pool(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """Two seed sets of one workload as one (ratios concatenated, hits added; `tuned` is the mean of the two)."""
+    return {m: {"ratios": {c: a[m]["ratios"][c] + b[m]["ratios"][c] for c in CHECKPOINTS},
+                "hits": a[m]["hits"] + b[m]["hits"], "tuned": (a[m]["tuned"] + b[m]["tuned"]) / 2}
+            for m in a if m in b}
+
+
+def combined_report(name: str, res: dict[str, Any], methods: list[str]) -> None:
+    """Per workload, from saved results: medians, hits and the paired difference to random."""
+    for m in [m for m in methods if m in res]:
+        r = res[m]["ratios"]
+        line = (f"[{name}] {m:>9} median @10/@20/@30 = " + "/".join(f"{statistics.median(r[c]):.3f}" for c in CHECKPOINTS)
+                + f"  hits>=95%@30 {res[m]['hits']}/{len(r[30])}")
+        if "random" in res and m != "random":
+            line += "  -random @10/@20/@30: " + " ".join(
+                "{:+.3f}+-{:.3f}".format(*paired(r[c], res["random"]["ratios"][c])) for c in CHECKPOINTS)
+        print(line)
 
 
 def summary(results: dict[str, dict[str, Any]], methods: list[str], seeds: int) -> None:

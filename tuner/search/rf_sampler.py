@@ -42,13 +42,14 @@ class RFSampler(BaseSampler):
 
     def __init__(self, *, seed: int | None = None, space: Space | None = None, n_startup_trials: int = 6,
                  random_every: int = 4, n_trees: int = 48, n_random: int = 400, n_starts: int = 5,
-                 local_steps: int = 4, n_pairs: int = 24) -> None:
+                 local_steps: int = 4, n_pairs: int = 24, distinct: bool = False) -> None:
         self._seed = seed
         self._rng = np.random.RandomState(seed)
         self._random = RandomSampler(seed=seed)
         self.space = space
         self.n_startup_trials, self.random_every, self.n_trees = n_startup_trials, random_every, n_trees
         self.n_random, self.n_starts, self.local_steps, self.n_pairs = n_random, n_starts, local_steps, n_pairs
+        self.distinct = distinct  # skip candidates equal to a tried config on the knobs the forest uses
         self._plans: dict[int, dict[str, Any]] = {}
         self.planned = 0  # trials the forest chose (the rest: startup, interleaved random, fallbacks)
 
@@ -157,6 +158,10 @@ class RFSampler(BaseSampler):
         if not cands:
             return None
         pool = list(cands.values())
+        if self.distinct:
+            sig = _Signature(enc, forest.feature_importances_)
+            seen = {sig(self._active(t.params)) for t in trials if t.params}
+            pool = [p for p in pool if sig(p) not in seen] or pool
         vals = acq(pool) + self._rng.uniform(0, 1e-12, len(pool))  # seeded tie-break
         return pool[int(np.argmax(vals))]
 
@@ -238,6 +243,32 @@ class _Encoder:
 
     def default(self, name: str, rng: np.random.RandomState) -> Any:
         return _draw(self.dists[name], rng)
+
+
+class _Signature:
+    """A config on the knobs that matter to the forest (at least half a uniform share of its importance),
+    numeric knobs in eighths of their (log) range: two configs alike here are one config to the model,
+    so trying the second teaches it next to nothing (a moved knob it found flat, a nudge)."""
+
+    BINS = 8
+
+    def __init__(self, enc: _Encoder, importances: np.ndarray) -> None:
+        self.dists, per, i = enc.dists, {}, 0
+        for n, d in enc.dists.items():
+            w = len(d.choices) if isinstance(d, CategoricalDistribution) else 1
+            per[n] = float(importances[i:i + w].sum())
+            i += w
+        self.names = [n for n, v in per.items() if v >= 0.5 / len(per)]
+
+    def __call__(self, params: dict[str, Any]) -> tuple[Any, ...]:
+        out: list[Any] = []
+        for n in self.names:
+            v, d = params.get(n), self.dists[n]
+            if v is None or isinstance(d, CategoricalDistribution):
+                out.append(repr(v))
+            else:
+                out.append(min(int(_unit(d, v) * self.BINS), self.BINS - 1))
+        return tuple(out)
 
 
 def _unit(d: BaseDistribution, v: Any) -> float:

@@ -164,7 +164,8 @@ class SimGateSettings(Strict):
 
 
 class SearchSettings(Strict):
-    # tpe-local: TPE plus neighbour moves around the incumbent (tuner/search/local_tpe.py, docs/search.md)
+    # tpe-local: TPE plus neighbour moves around the incumbent (tuner/search/local_tpe.py, docs/search.md);
+    # rf: random forest + expected improvement (tuner/search/rf_sampler.py), selectable, not the default
     algorithm: Literal["tpe-local", "rf", "tpe", "nsga2", "random", "grid"] = "tpe-local"
     baseline_first: bool = True
     n_startup_trials: int = Field(default=8, ge=0)
