@@ -103,3 +103,12 @@ def _result(cfg: Suggestion, res: TrialReport) -> Any:
                        args=cfg.args, outcome=res.outcome, objective=res.objective, capacity=res.capacity,
                        reason=res.reason, baseline=cfg.baseline,
                        metrics={"p99_ttft_ms": 500.0, "p99_e2el_ms": 1000.0} if res.objective else {})
+
+
+def test_rf_distinct_filter_runs_through_the_core() -> None:
+    """`distinct` (the benchmark's rf-d) only narrows the candidates: the search still runs and is guided."""
+    study = make_study(search={"algorithm": "rf", "n_startup_trials": 4})
+    space = build_space(study)
+    sampler = RFSampler(seed=0, space=space, n_startup_trials=4, distinct=True)
+    cfgs = _run(SearchCore(study, space, sampler=sampler), space, 16)
+    assert sampler.planned >= 6 and len(cfgs) == 16
