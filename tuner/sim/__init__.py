@@ -6,6 +6,10 @@ OpenAI-compatible streaming server running the same scheduler in real time). See
 
 from __future__ import annotations
 
+from tuner.sim import native
+
+native.install()  # compiled hot modules when a current build exists (tuner/sim/native.py), else pure Python
+
 from tuner.sim.catalog import known_gpus, known_shapes, shape_for
 from tuner.sim.engine import SimulatedEngine
 from tuner.sim.knobs import default_args
