@@ -11,8 +11,12 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e ".[dev]"
 	touch $@
 
+# the compiled simulator (optional: scripts/build-sim-ext warns and exits 0 when it cannot build; rebuilds
+# only when tuner/sim's hot modules changed, else a stamp check)
 setup: $(VENV)/.installed
+	$(PY) scripts/build-sim-ext
 setup-dev: $(VENV)/.installed
+	$(PY) scripts/build-sim-ext
 
 run: setup
 	$(PY) -m tuner.run $(ARGS)
@@ -30,4 +34,4 @@ typecheck: setup-dev
 	$(PY) -m mypy  # [tool.mypy] in pyproject.toml: tuner/ and serve_apps/
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache .mypy_cache
+	rm -rf $(VENV) runs .pytest_cache .mypy_cache tuner/sim/_ext

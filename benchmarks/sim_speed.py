@@ -5,6 +5,8 @@ Loads studies/default.yaml (the seeds' dynamic mix: customer service 320+-120, d
 requests), then runs the simulator's default config and a few tuned ones over a ladder of Poisson
 rates from light load to far past saturation, like a capacity search does. Timing is CPU time of
 `SimulatedEngine.run` only (request generation excluded). Last line: `sim_requests_per_cpu_s=N`.
+The first line says whether the simulator's compiled modules ran (scripts/build-sim-ext; tuner/sim/native.py)
+or pure Python (no current build, or SERVETUNE_SIM_PURE=1).
 
     .venv/bin/python benchmarks/sim_speed.py [--requests 300] [--repeat 3]
 """
@@ -19,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tuner.load.workload import generate
-from tuner.sim import SimulatedEngine, shape_for
+from tuner.sim import SimulatedEngine, native, shape_for
 from tuner.spec.load import load_study
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,6 +39,7 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=300, help="measured requests per load point")
     ap.add_argument("--repeat", type=int, default=3)
     a = ap.parse_args()
+    print(f"simulator: {native.status}")
     study = load_study(ROOT / "studies" / "default.yaml")
     mml = study.model.max_model_len
     shape = study.model.shape or shape_for(study.model.name)

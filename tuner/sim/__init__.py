@@ -10,8 +10,8 @@ from tuner.sim import native
 
 native.install()  # compiled hot modules when a current build exists (tuner/sim/native.py), else pure Python
 
-from tuner.sim.catalog import known_gpus, known_shapes, shape_for
-from tuner.sim.engine import SimulatedEngine
-from tuner.sim.knobs import default_args
+from tuner.sim.catalog import known_gpus, known_shapes, shape_for  # noqa: E402  (after install())
+from tuner.sim.engine import SimulatedEngine  # noqa: E402
+from tuner.sim.knobs import default_args  # noqa: E402
 
 __all__ = ["SimulatedEngine", "default_args", "known_gpus", "known_shapes", "shape_for"]

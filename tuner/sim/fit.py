@@ -1,0 +1,54 @@
+"""The calibration's fields: fitted efficiencies and overheads of the step-time model (tuner/sim/cost.py).
+
+A plain module of its own, never compiled (tuner/sim/native.py compiles cost.py): a frozen dataclass must
+stay a normal Python class so that it pickles (multiprocessing in benchmarks/calibrate_sim.py) and behaves
+the same with or without the compiled simulator. Imported everywhere as `tuner.sim.cost.Calibration`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Calibration:
+    e_lin: float  # linear-layer FLOP efficiency (share of peak)
+    e_w: float  # weight-read bandwidth efficiency
+    e_attn: float  # attention FLOP efficiency
+    e_kv: float  # KV-read bandwidth efficiency
+    o_step_s: float  # fixed per-step overhead, graphs on
+    o_tok_s: float  # per batched token overhead (input prep, sampling)
+    launch_per_layer_s: float  # extra per layer when a step runs outside CUDA graphs
+    eager_mult: float  # compute slowdown without torch.compile / graphs (enforce_eager)
+    frontend_s: float  # API server latency added to every streamed token
+    # extra wait of a new request before the engine sees it, per sequence running when it is sent (the API
+    # server streams every running sequence's tokens before it reads, tokenizes and hands on a new prompt)
+    ingress_per_seq_s: float = 0.0
+    # FLOP-bound kernels slow down by this factor at sustained full compute (the GPU's clock under its power
+    # limit), less in proportion to a moving average of the compute-bound share of time; 0 = never
+    heat_slowdown: float = 0.0
+    heat_tau_s: float = 2.0  # time constant of that moving average
+    # vLLM: share of a prompt step's extra time that lands in the next step, with the prompt's first token
+    # (measured in the H200 per-request token times; tuner/sim/vllm_sched.py); 0 = off
+    prompt_defer: float = 0.0
+    # vLLM: the most extra time (over the same step without prompt chunks) a prompt step's decodes wait for
+    # before their tokens go out; the rest goes to the next step (0 = no limit, off). In the H200 records at
+    # 8 req/s a step with two new prompts shows as two intervals of about one prompt each, not 1.3 + 0.7
+    prompt_lead_max_s: float = 0.0
+    # vLLM async scheduling (1 = on): each step is scheduled when the one before it starts, so a request that
+    # reaches the engine during a step is admitted a step later; 0 = at the next step
+    sched_ahead: int = 0
+    allreduce_lat_s: float = 8e-6  # per all-reduce latency (TP > 1)
+    e_link: float = 0.7  # interconnect efficiency
+    # FP8 (levers): effective speed-up over BF16 of the linear layers with FP8 weights and of attention
+    # with an FP8 KV cache, where the GPU has FP8 tensor cores (1 = no gain beyond the halved bytes)
+    # (fitted by benchmarks/calibrate_fp8.py on the H200 FP8 points; 2.0 would be the datasheet ratio)
+    fp8_lin_gain: float = 1.35
+    fp8_attn_gain: float = 1.0
+    fp8_kv_gain: float = 1.4  # effective KV-read speed-up with an FP8 cache (2 = the halved bytes exactly)
+    # effective weight-read speed-up of the FP8 linear layers (2 = the halved bytes exactly; below 2 where the
+    # small-batch FP8 GEMMs and their activation quantisation do not reach the bandwidth the bytes allow)
+    fp8_w_gain: float = 2.0
+
+    def as_dict(self) -> dict[str, float]:
+        return asdict(self)
