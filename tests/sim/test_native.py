@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import shutil
 import subprocess
 import sys
@@ -77,3 +78,17 @@ def test_pure_python_without_a_build(tmp_path: Path) -> None:
     assert status.startswith("pure: no build") and core.endswith("core.py")
     status, core = _py(["-c", PROBE], pure=True).splitlines()
     assert status == f"pure: {native.ENV_PURE} set" and core.endswith("core.py")
+
+
+def test_engine_pickles_compiled_or_not() -> None:
+    """A compiled class has no __dict__ for pickle to copy: SimulatedEngine pickles as its arguments."""
+    from tests.sim.simhelp import engine, poisson
+    from tuner.sim.calibration import FITTED
+
+    eng = engine(max_num_seqs=64)
+    eng.macro_steps = False
+    back = pickle.loads(pickle.dumps(eng))
+    assert back.resolved == eng.resolved and back.macro_steps is False and back.cal == FITTED
+    reqs = poisson(40, 8.0, inp=(200, 3000), out=(20, 300))
+    assert [r.token_times.tolist() for r in back.run(reqs)] == [r.token_times.tolist() for r in eng.run(reqs)]
+    assert pickle.loads(pickle.dumps(FITTED)) == FITTED

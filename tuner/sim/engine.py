@@ -38,6 +38,9 @@ class SimulatedEngine:
                  calibration: Calibration | None = None,
                  speculative: Mapping[str, Mapping[str, Any]] | None = None) -> None:
         """`speculative`: the study's figures per method (acceptance_length, at_tokens, draft_layers)."""
+        self._init_kw: dict[str, Any] = dict(flavour=flavour, gpu=gpu, shape=shape, args=dict(args),
+                                             max_model_len=max_model_len, tensor_parallel_size=tensor_parallel_size,
+                                             dtype=dtype, calibration=calibration, speculative=speculative)
         self.flavour = flavour
         self.shape = get_shape(shape)
         self.gpu = get_gpu(gpu)
@@ -93,6 +96,10 @@ class SimulatedEngine:
             "cuda_graph_gib": round(plan.cuda_graph_gib, 3),
             "kv_cache_gib": round(plan.kv_gib, 3),
         }
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as its construction arguments (the compiled class, tuner/sim/native.py, has no __dict__)."""
+        return (_rebuild, (self._init_kw, self.macro_steps))
 
     def new_scheduler(self) -> Core:
         """A fresh engine state (empty KV cache, no requests)."""
@@ -245,3 +252,9 @@ class SimulatedEngine:
                                  sched.token_times(s), s.out, None, s.preempt, r.warmup)
         return RequestRecord(r.id, r.cls, r.input_len, r.output_len, sent_s, s.first, None, sched.token_times(s),
                              sched.generated(s), "timeout", s.preempt, r.warmup)
+
+
+def _rebuild(kw: dict[str, Any], macro_steps: bool) -> SimulatedEngine:
+    eng = SimulatedEngine(**kw)
+    eng.macro_steps = macro_steps
+    return eng
