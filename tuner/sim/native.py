@@ -1,14 +1,15 @@
 """Optional compiled simulator: mypyc builds of the hot modules, used only when they match the source.
 
 `scripts/build-sim-ext` compiles NATIVE_MODULES with mypyc into `tuner/sim/_ext/` (gitignored), outside the
-normal import path, and writes `_ext/stamp.json` with a sha256 of each source file as it was compiled. On
-import of `tuner.sim`, `install()` checks the stamp against the .py files on disk: only when every hash
-matches (and the Python version is the one built for) does it put a finder first on `sys.meta_path` that
-loads those modules from `_ext/`; otherwise the .py files are used, as without a build. So an edited source
-is never shadowed by an old build (why: a stale extension would run the old scheduler silently), and a
-missing compiler, a failed build or `SERVETUNE_SIM_PURE=1` all just mean pure Python. The compiled code does
-the same floating-point operations in the same order (C doubles, built with -ffp-contract=off: no fused
-multiply-adds), so records are bit-identical; tests/sim/test_native.py checks that.
+normal import path, and writes `_ext/stamp.json` with a sha256 of each source file as it was compiled (and
+of TYPED_DEPS, whose classes it was type-checked against). On import of `tuner.sim`, `install()` checks the
+stamp against the .py files on disk: only when every hash matches (and the interpreter is the one built
+for) does it put a finder first on `sys.meta_path` that loads those modules from `_ext/`; otherwise the .py
+files are used, as without a build. So an edited source is never shadowed by an old build (why: a stale
+extension would run the old scheduler silently), and a missing compiler, a failed build or
+`SERVETUNE_SIM_PURE=1` all just mean pure Python. The compiled code does the same floating-point operations
+in the same order (C doubles, built with -ffp-contract=off: no fused multiply-adds), so records are
+bit-identical; tests/sim/test_native.py checks that.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ STAMP = EXT_DIR / "stamp.json"
 # the hot path: scheduler steps and their cost, decode runs, the engine loop and record building
 # (sglang_sched subclasses Core, and a compiled class cannot have an interpreted subclass)
 NATIVE_MODULES = ("core", "cost", "vllm_sched", "sglang_sched", "engine")
+# hashed too: the classes the compiled code was type-checked against (their field types shape its C code)
+TYPED_DEPS = ("catalog", "spec", "fit")
 SHARED_LIB = "_native__mypyc"  # mypyc's shared library of the group (group_name tuner.sim._native)
 ENV_PURE = "SERVETUNE_SIM_PURE"
 
@@ -38,7 +41,7 @@ status = "pure: not installed yet"  # what install() decided (reported by benchm
 
 
 def source_hashes() -> dict[str, str]:
-    return {m: hashlib.sha256((HERE / f"{m}.py").read_bytes()).hexdigest() for m in NATIVE_MODULES}
+    return {m: hashlib.sha256((HERE / f"{m}.py").read_bytes()).hexdigest() for m in (*NATIVE_MODULES, *TYPED_DEPS)}
 
 
 def build_tag() -> str:
