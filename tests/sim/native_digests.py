@@ -5,8 +5,8 @@
 Run once each way in separate processes (tests/sim/test_native.py): the compiled modules may only be
 used when they give the same bits. Cases: the golden ones (tests/sim/golden.py) under the fit they were
 made with and under today's fit (prompt defer, ingress, async scheduling on), with the heat term, an MoE
-shape, FP8, speculative decoding of each method, SGLang, data parallel, and every point of
-benchmarks/sim_speed.py's workload.
+shape, FP8, speculative decoding of each method, SGLang, data parallel, numpy fields, and every
+point of benchmarks/sim_speed.py's workload.
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ import json
 import sys
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
@@ -61,6 +63,11 @@ def compute() -> dict[str, str]:
             out[f"heat/{name}"] = digest(_engine(kw, HEAT).run(_requests(**load_kw), **run_kw))
     for name, (eng_kw, load_kw, run_kw) in EXTRA.items():
         out[f"extra/{name}"] = digest(_engine(eng_kw, FITTED).run(_requests(**load_kw), **run_kw))
+    # API callers' numpy scalars and whole-second int arrivals: read alike by both builds (types too: the
+    # digest has repr(id) etc.)
+    reqs = [dataclasses.replace(r, id=np.int64(r.id), arrival_s=int(r.arrival_s), input_len=np.int64(r.input_len),
+                                output_len=np.int32(r.output_len)) for r in _requests(60, 4.0, (200, 3000), (20, 300), 28)]
+    out["extra/numpy_and_int_fields"] = digest(_engine({}, FITTED).run(reqs))
     study = load_study(ROOT / "studies" / "default.yaml")  # benchmarks/sim_speed.py's workload, one pass
     from benchmarks.sim_speed import CONFIGS, RATES
     mml = study.model.max_model_len

@@ -144,13 +144,15 @@ class SimulatedEngine:
             if enabled:
                 gc.enable()
 
-    def _run(self, requests: Sequence[Request], concurrency: int | None,
+    def _run(self, requests: Sequence[Any], concurrency: int | None,
              max_sim_time_s: float | None) -> list[RequestRecord]:
-        """One replica serving all of `requests`."""
+        """One replica serving all of `requests` (Request objects; typed Any so that the compiled build,
+        tuner/sim/native.py, reads their fields as pure Python does: numpy integers pass unchecked)."""
         sched = self.new_scheduler()
         n = len(requests)
-        seqs = [Seq(i, r.input_len, r.output_len, r.arrival_s, r.prefix_group, r.prefix_len)
-                for i, r in enumerate(requests)]
+        # int()/float(): the compiled Seq takes only Python ints and floats (numpy scalars from API callers)
+        seqs = [Seq(i, int(r.input_len), int(r.output_len), float(r.arrival_s), int(r.prefix_group),
+                    int(r.prefix_len)) for i, r in enumerate(requests)]
         sent = [False] * n
         errors: dict[int, str] = {}
         t_stop = math.inf if max_sim_time_s is None else float(max_sim_time_s)
@@ -241,7 +243,7 @@ class SimulatedEngine:
             out.append(record(sched, r, s, sent[i], errors.get(i), t_stop))
         return out
 
-    def _record(self, sched: Core, r: Request, s: Seq, sent: bool, error: str | None,
+    def _record(self, sched: Core, r: Any, s: Seq, sent: bool, error: str | None,
                 t_stop: float) -> RequestRecord:
         sent_s = s.arrival if sent else min(s.arrival, t_stop)
         if error is not None:
