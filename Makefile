@@ -34,4 +34,4 @@ typecheck: setup-dev
 	$(PY) -m mypy  # [tool.mypy] in pyproject.toml: tuner/ and serve_apps/
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache .mypy_cache tuner/sim/_ext
+	rm -rf $(VENV) runs .pytest_cache .mypy_cache tuner/sim/_ext tuner/sim/_ext.new tuner/sim/_ext.old

@@ -45,8 +45,8 @@ def source_hashes() -> dict[str, str]:
 
 
 def build_tag() -> str:
-    """What an extension is tied to besides its source: the interpreter's ABI."""
-    return f"{sys.implementation.cache_tag}-{sys.platform}"
+    """What an extension is tied to besides its source: the interpreter's ABI and platform."""
+    return importlib.machinery.EXTENSION_SUFFIXES[0]  # e.g. .cpython-311-x86_64-linux-gnu.so
 
 
 class _Finder(importlib.abc.MetaPathFinder):
@@ -107,7 +107,7 @@ def install() -> str:
     try:
         for m in NATIVE_MODULES:
             __import__(f"{PKG}.{m}")
-    except ImportError as e:  # e.g. a build against another mypyc runtime: fall back, same records
+    except Exception as e:  # noqa: BLE001  (a broken build must never break tuner.sim: fall back, same records)
         sys.meta_path.remove(finder)
         for name in set(sys.modules) - before:  # also what they imported (e.g. calibration's Calibration)
             if name.startswith(f"{PKG}."):
@@ -120,4 +120,5 @@ def install() -> str:
 
 def is_compiled() -> bool:
     """True when the simulator's hot modules run compiled in this process."""
-    return not str(getattr(sys.modules.get(f"{PKG}.core"), "__file__", "")).endswith(".py")
+    core = sys.modules.get(f"{PKG}.core")
+    return core is not None and not str(getattr(core, "__file__", "")).endswith(".py")
