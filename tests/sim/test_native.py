@@ -99,3 +99,15 @@ def test_engine_pickles_compiled_or_not() -> None:
     reqs = poisson(40, 8.0, inp=(200, 3000), out=(20, 300))
     assert [r.token_times.tolist() for r in back.run(reqs)] == [r.token_times.tolist() for r in eng.run(reqs)]
     assert pickle.loads(pickle.dumps(FITTED)) == FITTED
+
+
+@needs_build
+def test_a_build_that_does_not_load_falls_back(tmp_path: Path) -> None:
+    """Current stamp, broken extension file: pure Python, and the simulator still runs."""
+    shutil.copytree(ROOT / "tuner", tmp_path / "tuner", ignore=shutil.ignore_patterns("__pycache__"))
+    stamp = json.loads((tmp_path / "tuner" / "sim" / "_ext" / "stamp.json").read_text())
+    (tmp_path / "tuner" / "sim" / "_ext" / stamp["files"]["vllm_sched"]).write_bytes(b"not an ELF file")
+    probe = PROBE + ("; from tuner.load.records import Request; s = e.SimulatedEngine(flavour='vllm', gpu='H200', "
+                     "shape='qwen3-8b', args={}, max_model_len=4096); print(s.run([Request(0, 0.0, 100, 10)])[0].ok)")
+    status, core, ok = _py(["-c", probe], pure=False, root=tmp_path).splitlines()
+    assert status.startswith("pure: compiled modules failed to load") and core.endswith("core.py") and ok == "True"
