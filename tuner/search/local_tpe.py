@@ -17,21 +17,22 @@ knobs a move switches on (e.g. partial prefills once chunked prefill is on) are 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
-from optuna.samplers import BaseSampler, TPESampler
+from optuna.samplers import TPESampler
 from optuna.study import Study
 from optuna.trial import FrozenTrial, TrialState
+
+from tuner.search.planned import PlannedSampler
 
 LOG_FACTOR = 4.0  # a move on a log-scaled knob multiplies or divides by this
 LINEAR_FRACTION = 0.25  # a move on a linear knob shifts by this share of its range
 
 
-class LocalTPESampler(BaseSampler):
+class LocalTPESampler(PlannedSampler):
     """Independent TPE; after `n_startup_trials`, every `local_every`-th trial (3: chosen over 2 on the
     benchmark's seeds 0-9 and confirmed at 30 trials on seeds 10-19) is a neighbour of the
     incumbent with `max_changes` knobs (1 or 2, drawn) moved; the knobs it leaves alone keep the
@@ -41,20 +42,8 @@ class LocalTPESampler(BaseSampler):
                  max_changes: int = 2, constant_liar: bool = True) -> None:
         self._tpe = TPESampler(seed=seed, n_startup_trials=n_startup_trials, constant_liar=constant_liar,
                                multivariate=False)
-        self._rng = np.random.RandomState(seed)
+        super().__init__(self._tpe, seed)
         self.n_startup_trials, self.local_every, self.max_changes = n_startup_trials, local_every, max_changes
-        self._plans: dict[int, dict[str, Any]] = {}  # trial number -> planned values (a local move)
-
-    def reseed_rng(self) -> None:
-        self._tpe.reseed_rng()
-        self._rng.seed()
-
-    def infer_relative_search_space(self, study: Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
-        return {}
-
-    def sample_relative(self, study: Study, trial: FrozenTrial,
-                        search_space: dict[str, BaseDistribution]) -> dict[str, Any]:
-        return {}
 
     def before_trial(self, study: Study, trial: FrozenTrial) -> None:
         self._tpe.before_trial(study, trial)
@@ -81,19 +70,6 @@ class LocalTPESampler(BaseSampler):
         moved = set(self._rng.choice(names, size=k, replace=False).tolist())
         return {n: (_move(best.distributions[n], v, self._rng) if n in moved else v)
                 for n, v in best.params.items()}
-
-    def sample_independent(self, study: Study, trial: FrozenTrial, param_name: str,
-                           param_distribution: BaseDistribution) -> Any:
-        plan = self._plans.get(trial.number)
-        if plan is not None and param_name in plan and param_distribution._contains(
-                param_distribution.to_internal_repr(plan[param_name])):
-            return plan[param_name]
-        return self._tpe.sample_independent(study, trial, param_name, param_distribution)
-
-    def after_trial(self, study: Study, trial: FrozenTrial, state: TrialState,
-                    values: Sequence[float] | None) -> None:
-        self._plans.pop(trial.number, None)
-        self._tpe.after_trial(study, trial, state, values)
 
 
 def _incumbent(study: Study, done: list[FrozenTrial]) -> FrozenTrial | None:

@@ -18,12 +18,11 @@ every config already tried, so a plan is not a duplicate the searcher would skip
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
-from optuna.samplers import BaseSampler, RandomSampler
+from optuna.samplers import RandomSampler
 from optuna.study import Study, StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 from sklearn.ensemble import RandomForestRegressor
@@ -31,50 +30,25 @@ from sklearn.ensemble import RandomForestRegressor
 from tuner.search.attrs import A_OUTCOME
 from tuner.search.feasibility import config_key
 from tuner.search.local_tpe import _movable, _move
+from tuner.search.planned import PlannedSampler
 from tuner.search.space import Rejected, Space
 
 RF_STARTUP = 6  # completed trials (the baseline counts) before the forest guides: a cap on the study's n_startup_trials
 INACTIVE = -0.5  # a numeric knob its parent switched off, in the forest's [0, 1] coordinates
 
 
-class RFSampler(BaseSampler):
+class RFSampler(PlannedSampler):
     """Random forest + EI after `n_startup_trials` completed trials (the baseline counts)."""
 
     def __init__(self, *, seed: int | None = None, space: Space | None = None, n_startup_trials: int = 6,
                  random_every: int = 4, n_trees: int = 48, n_random: int = 400, n_starts: int = 5,
                  local_steps: int = 4, n_pairs: int = 24, distinct: bool = False) -> None:
-        self._seed = seed
-        self._rng = np.random.RandomState(seed)
-        self._random = RandomSampler(seed=seed)
+        super().__init__(RandomSampler(seed=seed), seed)
         self.space = space
         self.n_startup_trials, self.random_every, self.n_trees = n_startup_trials, random_every, n_trees
         self.n_random, self.n_starts, self.local_steps, self.n_pairs = n_random, n_starts, local_steps, n_pairs
         self.distinct = distinct  # skip candidates equal to a tried config on the knobs the forest uses
-        self._plans: dict[int, dict[str, Any]] = {}
         self.planned = 0  # trials the forest chose (the rest: startup, interleaved random, fallbacks)
-
-    def reseed_rng(self) -> None:
-        self._rng.seed()
-        self._random.reseed_rng()
-
-    def infer_relative_search_space(self, study: Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
-        return {}
-
-    def sample_relative(self, study: Study, trial: FrozenTrial,
-                        search_space: dict[str, BaseDistribution]) -> dict[str, Any]:
-        return {}
-
-    def sample_independent(self, study: Study, trial: FrozenTrial, param_name: str,
-                           param_distribution: BaseDistribution) -> Any:
-        plan = self._plans.get(trial.number)
-        if plan is not None and param_name in plan and param_distribution._contains(
-                param_distribution.to_internal_repr(plan[param_name])):
-            return plan[param_name]
-        return self._random.sample_independent(study, trial, param_name, param_distribution)
-
-    def after_trial(self, study: Study, trial: FrozenTrial, state: TrialState,
-                    values: Sequence[float] | None) -> None:
-        self._plans.pop(trial.number, None)
 
     # ------------------------------------------------------------------ planning
 
