@@ -79,6 +79,28 @@ def test_resume_continues_from_optuna_storage(tmp_path: Path) -> None:
     assert sum(1 for t in again.optuna.get_trials() if t.user_attrs.get(A_INTERRUPTED)) == 1
 
 
+def test_an_interrupted_trial_below_a_finished_one_gets_its_number_back(tmp_path: Path) -> None:
+    """Ctrl-C while the baseline (0) still ran but trial 1 had finished: the re-run baseline is number 0
+    again, not 2 (fresh-clone CI on e26bece saw numbers [1, 2, 3, 4] after such a resume)."""
+    study = make_study(name="gap")
+    space = build_space(study)
+    first = SearchCore(study, space, storage=open_storage(tmp_path, study.name, fresh=True))
+    cfgs = [first.ask() for _ in range(2)]
+    assert all(cfgs) and cfgs[0] is not None and cfgs[0].baseline
+    for c in cfgs:
+        first.bind(c.number, f"tune-{c.number}")
+    res = synthetic(space, cfgs[1])
+    done = [_result(cfgs[1], res, "tune-1")]
+    first.tell(1, res)
+
+    again = SearchCore(study, space, storage=open_storage(tmp_path, study.name, fresh=False))
+    again.resume(done)
+    nxt = again.ask()
+    assert nxt is not None and nxt.number == 0 and nxt.baseline, (nxt and nxt.number)
+    later = again.ask()
+    assert later is not None and later.number == 2
+
+
 def test_resume_of_a_folder_without_optuna_db(tmp_path: Path) -> None:
     """An output folder from before optuna.db: its finished trials become the stored study's first trials."""
     study = make_study(name="old")

@@ -88,6 +88,8 @@ def resume_core(core: SearchCore, done: list[TrialResult]) -> list[TrialResult]:
         core.tell(t.number, TrialReport.of(core.study, t))
     numbers = [t.number for t in [*done, *recovered]]
     core._next = max(numbers) + 1 if numbers else 0
+    # an interrupted trial's number is free again even when a later one finished (its re-run takes it)
+    core._free = sorted(set(range(core._next)) - set(numbers))
     return recovered
 
 

@@ -100,6 +100,7 @@ class SearchCore:
         self._running: dict[tuple[str, str], int] = {}
         self._done: dict[tuple[str, str], int] = {}
         self._next = 0
+        self._free: list[int] = []  # numbers of interrupted trials below _next (resume): reused first
         self._warm: list[dict[str, Any]] = []
 
     def warm_start(self, configs: list[tuple[str, dict[str, Any]]]) -> None:
@@ -237,7 +238,9 @@ class SearchCore:
 
     def _launch(self, trial: optuna.Trial | None, engine: str, params: dict[str, Any], args: dict[str, Any],
                 notes: list[str], *, baseline: bool, number: int | None = None) -> Suggestion:
-        if number is None:
+        if number is None and self._free:
+            number = self._free.pop(0)
+        elif number is None:
             number = self._next
             self._next += 1
         cfg = Suggestion(number=number, engine=engine, params=dict(params), args=args, notes=list(notes),
