@@ -71,6 +71,9 @@ class AppArgs(Strict):
     server: Literal["auto", "ray_llm", "process"] = "auto"
     engine_settings: EngineSettings | None = None  # the study's interpreter, env and timeouts (real engines)
     workdir: str | None = None  # where the study ran: relative model and interpreter paths resolve there
+    # Ray GPUs per engine GPU when the app shares its GPU with another app (tuner.promote.failover
+    # --share-gpu on a one-GPU host); None: whole GPUs, as the trials held them
+    gpu_fraction: float | None = Field(default=None, gt=0, lt=1)
 
     @field_validator("engine")
     @classmethod

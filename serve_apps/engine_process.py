@@ -46,8 +46,10 @@ class EngineServer:
         engine = get_engine(self.args.engine)
         port, sock = reserve_port("127.0.0.1")
         log_dir = Path(tempfile.mkdtemp(prefix=f"servetune-{self.args.engine}-replica-"))
+        # a shared GPU (gpu_fraction) is never free while the other app runs: stop() must not wait for it
+        gpu_ids = [] if self.args.gpu_fraction else _ray_gpu_ids()
         launch = LaunchSpec(model=self.args.model, host="127.0.0.1", port=port, log_path=log_dir / "engine.log",
-                            settings=launch_settings(self.args), gpu_ids=_ray_gpu_ids())
+                            settings=launch_settings(self.args), gpu_ids=gpu_ids)
         self.proc = engine.server(self.args.engine_args, launch, port_socket=sock)
         self.proc.ready_timeout_s = self.args.start_timeout_s
         self.proc.__enter__()  # raises EngineStartError with the engine's own words; Serve reports it
@@ -100,15 +102,17 @@ def describe(args: AppArgs) -> dict[str, Any]:
             "lineage": args.lineage, "server": "process"}
 
 
-def replica_gpus(args: AppArgs, cluster_gpus: float) -> int:
+def replica_gpus(args: AppArgs, cluster_gpus: float) -> float:
     """GPUs one replica holds, as a trial held them (tuner.run.resources): the engine's layout (tensor x
-    data parallel) on a cluster with GPUs; none for a CPU engine or a cluster without GPUs (vLLM on CPU)."""
+    data parallel) on a cluster with GPUs, times `gpu_fraction` when the app shares its GPU; none for a
+    CPU engine or a cluster without GPUs (vLLM on CPU)."""
     from tuner.engines import engine_class
     from tuner.spec.levers import gpus
 
     if not engine_class(args.engine).uses_gpu or cluster_gpus <= 0:
         return 0
-    return gpus(args.engine_args, args.model.tensor_parallel_size)
+    n = gpus(args.engine_args, args.model.tensor_parallel_size)
+    return n * args.gpu_fraction if args.gpu_fraction else n
 
 
 def _cluster_gpus() -> float:
@@ -118,10 +122,11 @@ def _cluster_gpus() -> float:
     return float(ray.cluster_resources().get("GPU", 0)) if ray.is_initialized() else 0.0
 
 
-def build(args: AppArgs) -> Application:
-    """The process app for validated args: Serve options from the measured capacity, GPUs from the layout."""
+def build(args: AppArgs, cluster_gpus: float | None = None) -> Application:
+    """The process app for validated args: Serve options from the measured capacity, GPUs from the layout
+    (`cluster_gpus`: the Ray cluster's GPUs, read from Ray when not given)."""
     actor: dict[str, Any] = {"num_cpus": args.deployment.num_cpus}
-    n_gpus = replica_gpus(args, _cluster_gpus())
+    n_gpus = replica_gpus(args, _cluster_gpus() if cluster_gpus is None else cluster_gpus)
     if n_gpus:
         actor["num_gpus"] = n_gpus
     # serve.deployment adds .options(), which the type checker does not see

@@ -29,6 +29,23 @@ def deployment_config(args: AppArgs) -> dict[str, Any]:
     return args.deployment.serve_options()
 
 
+def shared_gpu_placement(args: AppArgs) -> dict[str, Any]:
+    """LLMConfig fields for an app that shares its GPU (`gpu_fraction`): fractional GPU bundles, which
+    Ray Serve LLM reads per engine (vLLM: one bundle per worker; Ray's SGLangServer: one bundle for the
+    replica, under its own keys, so the GPU kind is named too); {} for whole GPUs."""
+    f = args.gpu_fraction
+    if f is None:
+        return {}
+    if args.engine == "sglang":
+        from tuner.spec.levers import gpus
+
+        bundle = {"CPU": args.deployment.num_cpus, "GPU": f * gpus(args.engine_args, args.model.tensor_parallel_size)}
+        return {"placement_group_config": {"placement_group_bundles": [bundle],
+                                           "placement_group_strategy": "STRICT_PACK"},
+                "accelerator_config": {"kind": "gpu"}}
+    return {"placement_group_config": {"bundle_per_worker": {"GPU": f}}}
+
+
 def ray_llm_builder() -> tuple[Callable[..., Any], Any] | str:
     """(build_openai_app, LLMConfig) when Ray Serve LLM loads with the installed engine, else why not.
 

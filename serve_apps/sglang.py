@@ -15,7 +15,13 @@ from typing import Any
 from ray.serve.deployment import Application
 
 from serve_apps.args import AppArgs, parse_args
-from serve_apps.llm_common import build_llm_app, deployment_config, engine_kwargs, model_loading
+from serve_apps.llm_common import (
+    build_llm_app,
+    deployment_config,
+    engine_kwargs,
+    model_loading,
+    shared_gpu_placement,
+)
 
 ENGINE = "sglang"
 EXTRA = " 'sglang[all,ray]'"
@@ -33,6 +39,7 @@ def llm_config(args: dict[str, Any] | AppArgs) -> dict[str, Any]:
         engine_kwargs=engine_kwargs(parsed),
         accelerator_type=parsed.accelerator_type,
         deployment_config=deployment_config(parsed),
+        **shared_gpu_placement(parsed),
         server_cls=SERVER_CLS,
     )
 

@@ -14,7 +14,13 @@ from typing import Any
 from ray.serve.deployment import Application
 
 from serve_apps.args import AppArgs, parse_args
-from serve_apps.llm_common import build_llm_app, deployment_config, engine_kwargs, model_loading
+from serve_apps.llm_common import (
+    build_llm_app,
+    deployment_config,
+    engine_kwargs,
+    model_loading,
+    shared_gpu_placement,
+)
 
 ENGINE = "vllm"
 EXTRA = ""  # pip extra named in the error when Ray Serve LLM is asked for and missing
@@ -30,6 +36,7 @@ def llm_config(args: dict[str, Any] | AppArgs) -> dict[str, Any]:
         engine_kwargs=engine_kwargs(parsed),
         accelerator_type=parsed.accelerator_type,
         deployment_config=deployment_config(parsed),
+        **shared_gpu_placement(parsed),
     )
 
 

@@ -233,6 +233,48 @@ def test_failover_command_moves_traffic_when_the_primary_engine_is_killed(cluste
     assert not any(k.startswith("fo") for k in cluster.admin().declared_apps())  # removed at the end
 
 
+def test_failover_on_one_shared_gpu_caps_each_engine_and_starts_the_secondary_after_the_primary(
+        cluster: ServeCluster, tmp_path: Path, mlflow_uri: str) -> None:
+    """--share-gpu on the sim pair: the deployed sides serve the capped memory knobs (vLLM-flavour
+    gpu_memory_utilization 0.95 -> 0.42, SGLang-flavour mem_fraction_static unset -> 0.42) and say so,
+    the secondary is deployed once the primary runs, and traffic still moves when the primary dies."""
+    files = []
+    for flavour, args in (("vllm", {"max_num_seqs": 16, "gpu_memory_utilization": 0.95}),
+                          ("sglang", {"max_running_requests": 24})):
+        trial = make_trial(0, 3000, 300)
+        trial.args = args
+        study = make_study(f"fs-{flavour}", sim={"flavour": flavour, "gpu": "H200", "mode": "server",
+                                                 "time_scale": 50.0}, promotion={"confirm_runs": 0, "top_k": 1})
+        result = promote_study(study, [trial], output_dir=tmp_path / flavour, tracking_uri=mlflow_uri,
+                               parent_run_id=None, confirm=None, set_alias=False)
+        files.append(str(result.serve_config))
+    report = tmp_path / "failover.json"
+    proc = cluster.cli(sys.executable, "-m", "tuner.promote.failover", "--primary", files[0], "--secondary", files[1],
+                       "--name", "fs", "--route", "/fs", "--requests", "1", "--kill-primary", "--timeout", "300",
+                       "--share-gpu", "--keep", "--report", str(report))
+    admin = cluster.admin()
+    try:
+        out = proc.stdout
+        assert proc.returncode == 0, out + proc.stderr
+        assert "primary changed to share one GPU with the other failover side" in out, out
+        assert "gpu_memory_utilization 0.95 -> 0.42" in out and "mem_fraction_static unset" in out, out
+        assert out.index("deploying fs-primary\n") < out.index("deploying fs-secondary, fs (the primary runs)"), out
+        assert "after kill #1: answered by secondary" in out, out
+        result = json.loads(report.read_text())
+        assert result["ok"] and result["before"] == ["primary"] and result["after"] == ["secondary"], result
+        assert result["gpu_sharing"]["primary"]["deployed"] == 0.42
+        assert result["gpu_sharing"]["secondary"]["memory_knob"] == "mem_fraction_static"
+        primary = json.loads(cluster.get("/fs-primary/servetune"))  # the replica Serve started again
+        secondary = json.loads(cluster.get("/fs-secondary/servetune"))
+        assert primary["engine_args"] == {"max_num_seqs": 16, "gpu_memory_utilization": 0.42}, primary
+        assert secondary["engine_args"] == {"max_running_requests": 24, "mem_fraction_static": 0.42}, secondary
+        assert "share one GPU" in primary["lineage"]["gpu_sharing"], primary
+        sim_info = json.loads(cluster.get("/fs-secondary/server_info"))  # what the simulated engine runs
+        assert sim_info["mem_fraction_static"] == 0.42, sim_info
+    finally:
+        admin.apply({k: v for k, v in admin.declared_apps().items() if not k.startswith("fs")})
+
+
 def test_a_config_that_cannot_start_is_rejected_with_the_engines_words(cluster: ServeCluster, staged: str) -> None:
     before = _serving(cluster)
     bad = make_study("life", sim={"flavour": "vllm", "gpu": "H200", "mode": "server",

@@ -2,6 +2,7 @@
 
     python -m tuner.promote.failover --primary A --secondary B [--mlflow-uri URI] [--name ha]
                                      [--route /ha] [--kill-primary] [--requests N] [--exclusive]
+                                     [--share-gpu [F]] [--report FILE]
 
 A and B are each a promoted.yaml (a Serve config file) or a registered config (``<study>-config``,
 its ``staging`` version; ``NAME:VERSION`` for another one). Three apps are deployed
@@ -10,6 +11,12 @@ its ``staging`` version; ``NAME:VERSION`` for another one). Three apps are deplo
 each prints the side that answered (header ``x-servetune-backend``). With `--kill-primary`, every
 replica process of the primary app is killed (SIGKILL, as a crashed engine) and N more completions
 go through the router: they must all succeed, answered by the secondary.
+
+`--share-gpu [F]` (a host with one GPU): each side's replica asks Ray for half a GPU and its engine's
+memory is capped at F of the GPU (default 0.42; vLLM gpu_memory_utilization, SGLang
+mem_fraction_static, lowered only), and the secondary starts only once the primary runs (holds its
+memory: two engines starting at once would both size themselves to the same free memory). What was
+changed is printed, served on each side's GET /servetune (lineage.gpu_sharing) and in the report.
 
 Exit status: 0 shown (and with --kill-primary, traffic moved to the secondary with no failed
 request); 1 deploy failed, a request failed, or traffic did not move; 2 invalid input.
@@ -29,6 +36,7 @@ from typing import Any
 
 from tuner.common.errors import SpecError
 from tuner.common.procs import descendants
+from tuner.promote.serve_config import DEFAULT_GPU_SHARE, MAX_GPU_SHARE
 
 DASHBOARD_ENV = "RAY_DASHBOARD_ADDRESS"
 
@@ -49,6 +57,10 @@ def parser() -> argparse.ArgumentParser:
                    "to free its GPU)")
     p.add_argument("--keep", action="store_true", help="leave the three apps running at the end")
     p.add_argument("--timeout", type=float, default=900, metavar="S", help="deploy deadline")
+    p.add_argument("--share-gpu", type=float, nargs="?", const=DEFAULT_GPU_SHARE, metavar="F",
+                   help=f"run both sides on one GPU: half a GPU each in Ray, engine memory capped at F of the GPU "
+                        f"(default {DEFAULT_GPU_SHARE}; at most {MAX_GPU_SHARE}), secondary started after the primary")
+    p.add_argument("--report", type=Path, metavar="FILE", help="also write the result as JSON to FILE")
     return p
 
 
@@ -61,11 +73,23 @@ def main(argv: list[str] | None = None) -> int:
         if not args.route.startswith("/") or args.route.endswith("/"):
             raise SpecError(f"route {args.route!r} must start with '/' and not end with it", "--route",
                             "write e.g. --route /failover")
+        share = args.share_gpu
+        if share is not None and not 0 < share <= MAX_GPU_SHARE:
+            raise SpecError(f"--share-gpu {share}: each side's engine memory share must be > 0 and <= "
+                            f"{MAX_GPU_SHARE} of the GPU (both sides together at most {2 * MAX_GPU_SHARE:g}; "
+                            f"activations, CUDA graphs and contexts need the rest)", "--share-gpu",
+                            f"give e.g. --share-gpu {DEFAULT_GPU_SHARE} (the default when F is left out)")
         primary, secondary = _app(args, args.primary, "--primary"), _app(args, args.secondary, "--secondary")
+        sharing: dict[str, Any] = {}
+        if share is not None:
+            primary, sharing["primary"] = _shared(primary, share, "--primary", args.primary)
+            secondary, sharing["secondary"] = _shared(secondary, share, "--secondary", args.secondary)
+            for side, change in sharing.items():
+                print(f"{side} {change['note']}")
         from tuner.promote.__main__ import admin_for
 
         admin = admin_for(args.address)
-        return _show(args, admin, primary, secondary)
+        return _show(args, admin, primary, secondary, sharing)
     except SpecError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -104,7 +128,18 @@ def _app(args: argparse.Namespace, ref: str, where: str) -> dict[str, Any]:
     return app
 
 
-def _show(args: argparse.Namespace, admin: Any, primary: dict[str, Any], secondary: dict[str, Any]) -> int:
+def _shared(app: dict[str, Any], share: float, where: str, ref: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    from tuner.promote.serve_config import share_gpu
+
+    try:
+        return share_gpu(app, share)
+    except ValueError as exc:
+        raise SpecError(f"{ref} cannot share one GPU: {exc}", where,
+                        "give a one-GPU config of vLLM or SGLang, or drop --share-gpu (one GPU per side)") from None
+
+
+def _show(args: argparse.Namespace, admin: Any, primary: dict[str, Any], secondary: dict[str, Any],
+          sharing: dict[str, Any]) -> int:
     from tuner.promote.deploy import DeployError, served_model
     from tuner.promote.serve_config import failover_apps
 
@@ -112,21 +147,33 @@ def _show(args: argparse.Namespace, admin: Any, primary: dict[str, Any], seconda
     apps = failover_apps(primary, secondary, name=args.name, route_prefix=args.route, proxy_url=base)
     keep = {} if args.exclusive else {k: v for k, v in admin.declared_apps().items() if k not in
                                       {a["name"] for a in apps}}
-    t0 = time.monotonic()
-    admin.apply({**keep, **{a["name"]: a for a in apps}})
+    # On a shared GPU the secondary starts once the primary runs: its engine then sizes itself to the
+    # memory the primary's left (the process app is RUNNING only after its engine answered /health)
+    stages = [apps[:1], apps] if sharing else [apps]
+    report: dict[str, Any] = {"ok": False, "gpu_sharing": sharing or None}
+    t0, done = time.monotonic(), set[str]()
     try:
-        for app in apps:
-            admin.wait_running(app["name"], app, args.timeout)
+        for stage in stages:
+            new = [a for a in stage if a["name"] not in done]
+            if len(stages) > 1:
+                print(f"deploying {', '.join(a['name'] for a in new)}" + (" (the primary runs)" if done else ""))
+            admin.apply({**keep, **{a["name"]: a for a in stage}})
+            for app in new:
+                admin.wait_running(app["name"], app, args.timeout)
+            done |= {a["name"] for a in new}
     except DeployError as exc:
         print(f"failover deploy failed: {exc}")
+        report["error"] = f"deploy failed: {exc}"
+        _write_report(args.report, report)
         return 1
+    report["deploy_s"] = round(time.monotonic() - t0, 1)
     base = admin.http_base()
     print(f"deployed: {args.name} on {args.route} (primary {_what(primary)} on {apps[0]['route_prefix']}, "
           f"secondary {_what(secondary)} on {apps[1]['route_prefix']}) in {time.monotonic() - t0:.0f}s")
     model = served_model(primary)
     before = _stream_n(base, args.route, model, args.requests, "before")
     ok = all(b.get("backend") == "primary" for b in before)
-    report: dict[str, Any] = {"before": [b.get("backend") or b.get("error") for b in before]}
+    report["before"] = [b.get("backend") or b.get("error") for b in before]
     if args.kill_primary:
         killed = kill_replicas(admin, apps[0]["name"])
         print(f"killed the primary's engine process(es): {', '.join(map(str, killed)) or 'none found'}")
@@ -140,8 +187,17 @@ def _show(args: argparse.Namespace, admin: Any, primary: dict[str, Any], seconda
     if not args.keep:
         admin.apply({k: v for k, v in admin.declared_apps().items() if k not in {a["name"] for a in apps}})
     verdict = "traffic moved to the secondary" if args.kill_primary else "served by the primary"
+    report["ok"] = ok
     print(("ok: " if ok else "FAILED: ") + verdict + f"; {json.dumps(report)}")
+    _write_report(args.report, report)
     return 0 if ok else 1
+
+
+def _write_report(path: Path | None, report: dict[str, Any]) -> None:
+    if path is not None:
+        from tuner.common.atomic import write_text
+
+        write_text(path, json.dumps(report, indent=2, default=str))
 
 
 def _what(app: dict[str, Any]) -> str:

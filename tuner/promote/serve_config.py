@@ -171,3 +171,44 @@ def failover_apps(primary: dict[str, Any], secondary: dict[str, Any], *, name: s
                  "proxy_url": proxy_url},
     }
     return [sides["primary"], sides["secondary"], router]
+
+
+# Sharing one GPU between the two failover sides (tuner.promote.failover --share-gpu)
+MEMORY_KNOB = {"vllm": "gpu_memory_utilization", "sglang": "mem_fraction_static"}
+DEFAULT_GPU_SHARE = 0.42  # each side's engine memory; a Qwen3-8B-shaped model (~16 GB) fits twice on an H200
+MAX_GPU_SHARE = 0.45  # both sides together at most 0.9 (vLLM's own default for one engine): SGLang's
+# activations and CUDA graphs and both CUDA contexts live outside these budgets
+RAY_GPU_FRACTION = 0.5  # Ray GPUs per engine GPU for each side: two replicas fit on one GPU
+
+
+def share_gpu(app: dict[str, Any], share: float) -> tuple[dict[str, Any], dict[str, Any]]:
+    """`app` (a promoted Serve app entry) changed to share its one GPU with one other app: its replica asks
+    Ray for RAY_GPU_FRACTION of a GPU, and its engine's memory is capped at `share` of the GPU (vLLM
+    gpu_memory_utilization, SGLang mem_fraction_static; a smaller tuned value is kept). The change is
+    served back in the lineage (GET /servetune). Returns (new entry, what changed); ValueError for a
+    config that cannot share (an engine on more than one GPU, an engine without a memory knob)."""
+    args = AppArgs.model_validate(app.get("args") or {})
+    engine = engine_class(args.engine)
+    flavour = args.sim.flavour if args.sim is not None else args.engine
+    knob = MEMORY_KNOB.get(flavour)
+    if knob is None:
+        raise ValueError(f"engine {args.engine!r} has no GPU memory knob to cap (only {sorted(MEMORY_KNOB)})")
+    from tuner.spec.levers import gpus
+
+    n = gpus(args.engine_args, args.model.tensor_parallel_size)
+    if n != 1:
+        raise ValueError(f"its engine runs on {n} GPUs (tensor x data parallel); only one-GPU engines can share a GPU")
+    was = args.engine_args.get(knob)
+    new = min(float(was), share) if isinstance(was, (int, float)) else share
+    change: dict[str, Any] = {"memory_knob": knob, "tuned": was, "deployed": new,
+                              "ray_num_gpus": RAY_GPU_FRACTION if engine.uses_gpu else 0}
+    how = (f"{knob} {was} kept (not above {share:g})" if was is not None and new == was else
+           f"{knob} {'unset (engine default)' if was is None else was} -> {new:g}")
+    gpu = f"Ray num_gpus {RAY_GPU_FRACTION:g} (was 1)" if engine.uses_gpu else "no Ray GPU (simulated engine)"
+    change["note"] = f"changed to share one GPU with the other failover side: {gpu}, {how}"
+    update: dict[str, Any] = {"engine_args": {**args.engine_args, knob: new},
+                              "lineage": {**args.lineage, "gpu_sharing": change["note"]}}
+    if engine.uses_gpu:
+        update["gpu_fraction"] = RAY_GPU_FRACTION
+    shared = args.model_copy(update=update)
+    return {**app, "args": shared.model_dump(mode="json", exclude_none=True)}, change
