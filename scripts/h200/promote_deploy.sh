@@ -12,7 +12,8 @@
 #      confirmed capacity for CANARY_S seconds); a missed canary puts the defaults back and exits 1
 #   4. python -m tuner.promote --rollback NAME-config                      staging back to the defaults
 #   5. the failover router demo (FAILOVER=1 and a second study SECONDARY, e.g. the SGLang one): both
-#      promoted configs behind serve_apps.failover, the primary's replica killed, traffic moves
+#      promoted configs behind serve_apps.failover (--share-gpu on one GPU), the primary's replica killed,
+#      traffic moves (two trials of one joint study: scripts/h200/failover_demo.sh)
 # Runs detached (its own session: a device command lasts at most 10 minutes; engine starts are minutes
 # each), unless FOREGROUND=1. Output: /tmp/st-out/NAME/deploy.log, deploy.json (exit codes, canary
 # figures, served_on_gpu). Stops the Ray it started at the end.
@@ -20,7 +21,6 @@
 #        env: CANARY_S (60) CANARY_RATE (default: the study's load_fraction x capacity) FAILOVER SECONDARY
 set -u
 NAME=$1; TMO=${2:-900}
-SITE=${SITE:-/tmp/servetune-site}
 D=/tmp/st-out/$NAME; LOG=$D/deploy.log
 [ -f "$D/state.json" ] || { echo "error: $D/state.json missing: run scripts/h200/tuner_run.sh for $NAME first" >&2; exit 2; }
 if [ "${FOREGROUND:-0}" != 1 ]; then
@@ -28,22 +28,16 @@ if [ "${FOREGROUND:-0}" != 1 ]; then
   echo "started promote_deploy for $NAME (pid $!) at $(date +%T); follow: tail -f $LOG; result: $D/deploy.json"
   exit 0
 fi
-cd /tmp/st  # the study's relative model path (.gpu/model) resolves here, for the CLI and Ray's workers
-export PYTHONPATH=/tmp/st:$SITE RAY_USAGE_STATS_ENABLED=0 PYTHONUNBUFFERED=1
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-export RAY_DASHBOARD_ADDRESS=http://127.0.0.1:8265
-# tuner.run's ray.init leaves ~/.ray/auth_token; `ray start --head` then turns token auth on, and a client
-# without RAY_AUTH_MODE=token is refused (seen on the H200, round 3)
-[ -f "$HOME/.ray/auth_token" ] && export RAY_AUTH_MODE=token
-URI=$(python3 -c "import json; print(json.load(open('$D/state.json'))['tracking_uri'])")
-RUN=$(python3 -c "import json; print(json.load(open('$D/state.json'))['parent_run_id'])")
+# shell in /tmp/st, PYTHONPATH, NCCL and Ray env (RAY_AUTH_MODE, RAY_DASHBOARD_ADDRESS), Ray head helpers
+. "$(dirname "$0")/ray_env.sh"
+URI=$(state_field "$D/state.json" tracking_uri)
+RUN=$(state_field "$D/state.json" parent_run_id)
 CANARY=(--canary-seconds "${CANARY_S:-60}")
 IN_PLACE=${IN_PLACE:-$( [ "$(nvidia-smi -L 2>/dev/null | wc -l)" -le 1 ] && echo 1 || echo 0 )}
-PLACE=(); [ "$IN_PLACE" = 1 ] && PLACE=(--in-place)
+PLACE=(); SHARE=(); [ "$IN_PLACE" = 1 ] && PLACE=(--in-place) && SHARE=(--share-gpu)  # one GPU: both sides share it
 [ -n "${CANARY_RATE:-}" ] && CANARY+=(--canary-rate "$CANARY_RATE")
 t0=$(date +%s.%N)
-{ echo "== $(date -u +%T) ray start"; python3 -m ray.scripts.scripts start --head --dashboard-host 127.0.0.1 \
-    --disable-usage-stats; } > "$LOG" 2>&1
+ray_head_start > "$LOG" 2>&1
 echo "study run: $RUN  store: $URI" >> "$LOG"
 step() {  # step LABEL ARGS...: one tuner.promote command, its exit code in $rc
   local label=$1; shift
@@ -61,7 +55,7 @@ if [ "${FAILOVER:-0}" = 1 ] && [ -n "${SECONDARY:-}" ]; then
   S=/tmp/st-out/$SECONDARY
   echo "== $(date -u +%T) failover: primary $D/promoted.yaml, secondary $S/promoted.yaml" >> "$LOG"
   timeout "$TMO" python3 -m tuner.promote.failover --primary "$D/promoted.yaml" --secondary "$S/promoted.yaml" \
-    --exclusive --kill-primary --requests 3 --timeout $(( TMO - 60 )) >> "$LOG" 2>&1
+    --exclusive --kill-primary --requests 3 --timeout $(( TMO - 60 )) "${SHARE[@]}" >> "$LOG" 2>&1
   fo=$?; echo "== $(date -u +%T) failover exit $fo" >> "$LOG"
 fi
 served=false; [ "$rw" = 0 ] && served=true  # the winner streamed chat and passed its canary on the GPU
@@ -74,6 +68,5 @@ cat > "$D/deploy.json" <<EOF
  "failover_exit_code": $fo, "start_epoch": $t0, "deployed_epoch": $t1, "end_epoch": $(date +%s.%N),
  "canary": $canary}
 EOF
-mkdir -p "$D/replica_logs"
-for f in /tmp/servetune-*-replica-*/engine.log; do [ -f "$f" ] && cp "$f" "$D/replica_logs/$(basename "$(dirname "$f")").log"; done
-python3 -m ray.scripts.scripts stop --force >> "$LOG" 2>&1
+keep_replica_logs "$D/replica_logs"
+ray_head_stop >> "$LOG" 2>&1
