@@ -16,20 +16,14 @@ knobs a move switches on (e.g. partial prefills once chunked prefill is on) are 
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
-import numpy as np
 import optuna
-from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.samplers import TPESampler
 from optuna.study import Study
 from optuna.trial import FrozenTrial, TrialState
 
-from tuner.search.planned import PlannedSampler
-
-LOG_FACTOR = 4.0  # a move on a log-scaled knob multiplies or divides by this
-LINEAR_FRACTION = 0.25  # a move on a linear knob shifts by this share of its range
+from tuner.search.planned import PlannedSampler, movable, move, sla_feasible
 
 
 class LocalTPESampler(PlannedSampler):
@@ -63,52 +57,20 @@ class LocalTPESampler(PlannedSampler):
             self._plans[trial.number] = self._neighbour(best)
 
     def _neighbour(self, best: FrozenTrial) -> dict[str, Any]:
-        names = [n for n, d in best.distributions.items() if _movable(d)]
+        names = [n for n, d in best.distributions.items() if movable(d)]
         if not names:
             return {}
         k = min(len(names), int(self._rng.randint(1, self.max_changes + 1)))
         moved = set(self._rng.choice(names, size=k, replace=False).tolist())
-        return {n: (_move(best.distributions[n], v, self._rng) if n in moved else v)
+        return {n: (move(best.distributions[n], v, self._rng) if n in moved else v)
                 for n, v in best.params.items()}
 
 
 def _incumbent(study: Study, done: list[FrozenTrial]) -> FrozenTrial | None:
     """The best SLA-feasible completed trial (constraints all <= 0), single objective."""
-    ok = [t for t in done if t.values and all(c <= 0 for c in (t.constraints or {}).values())]
+    ok = [t for t in done if t.values and sla_feasible(t)]
     if not ok:
         return None
     return max(ok, key=lambda t: t.values[0]) if study.direction == optuna.study.StudyDirection.MAXIMIZE \
         else min(ok, key=lambda t: t.values[0])
 
-
-def _movable(d: BaseDistribution) -> bool:
-    if isinstance(d, CategoricalDistribution):
-        return len(d.choices) > 1
-    return isinstance(d, (IntDistribution, FloatDistribution)) and d.high > d.low
-
-
-def _move(d: BaseDistribution, v: Any, rng: np.random.RandomState) -> Any:
-    """A large step away from `v` inside `d`: another choice, x/÷ LOG_FACTOR, or +- LINEAR_FRACTION of the range."""
-    if isinstance(d, CategoricalDistribution):
-        others = [c for c in d.choices if c != v]
-        return others[int(rng.randint(len(others)))]
-    assert isinstance(d, (IntDistribution, FloatDistribution))
-    up = bool(rng.randint(2))
-    if d.log:
-        new = v * LOG_FACTOR if up else v / LOG_FACTOR
-        if not d.low <= new <= d.high:  # bounce off the end of the range
-            new = v / LOG_FACTOR if up else v * LOG_FACTOR
-        new = min(max(new, d.low), d.high)
-    else:
-        step = (d.high - d.low) * LINEAR_FRACTION
-        new = v + step if up else v - step
-        if not d.low <= new <= d.high:
-            new = v - step if up else v + step
-        new = min(max(new, d.low), d.high)
-    if d.step:
-        new = d.low + round((new - d.low) / d.step) * d.step
-        new = min(max(new, d.low), d.high)
-    if isinstance(d, IntDistribution):
-        new = int(round(new))
-        return new if new != v else int(min(max(v + (1 if up else -1), d.low), d.high))
-    return float(round(new, 10)) if not math.isnan(new) else v

@@ -4,18 +4,25 @@ Why: the samplers that pick a config as a whole (a neighbour of the incumbent, a
 candidate) must still go through Optuna's ask/tell, so that storage, resume and dashboards see a normal
 trial. Subclasses plan in `before_trial` (`self._plans[trial.number] = {...}`); a knob the plan lacks,
 or a planned value outside the trial's distribution, comes from the `fallback` sampler.
+
+Both planners (tuner/search/local_tpe.py, tuner/search/rf_sampler.py) build their plans from neighbours
+of good trials, so the neighbour move itself (`movable`, `move`) lives here, one definition for both.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from optuna.distributions import BaseDistribution
+from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.samplers import BaseSampler
 from optuna.study import Study
 from optuna.trial import FrozenTrial, TrialState
+
+LOG_FACTOR = 4.0  # a move on a log-scaled knob multiplies or divides by this
+LINEAR_FRACTION = 0.25  # a move on a linear knob shifts by this share of its range
 
 
 class PlannedSampler(BaseSampler):
@@ -49,3 +56,53 @@ class PlannedSampler(BaseSampler):
                     values: Sequence[float] | None) -> None:
         self._plans.pop(trial.number, None)
         self._fallback.after_trial(study, trial, state, values)
+
+
+def movable(d: BaseDistribution) -> bool:
+    """Whether `move` can change a knob of this distribution (more than one choice, or a non-empty range)."""
+    if isinstance(d, CategoricalDistribution):
+        return len(d.choices) > 1
+    return isinstance(d, (IntDistribution, FloatDistribution)) and d.high > d.low
+
+
+def move(d: BaseDistribution, v: Any, rng: np.random.RandomState) -> Any:
+    """A large step away from `v` inside `d`: another choice, x/÷ LOG_FACTOR, or +- LINEAR_FRACTION of the range.
+
+    Large on purpose: what separates a good config from the optimum is one or two knobs at another
+    mode or scale (the levers benchmark, tuner/search/local_tpe.py). Draws only from `rng` (the
+    sampler's seeded `_rng`), so a seeded sampler makes the same moves.
+    """
+    if isinstance(d, CategoricalDistribution):
+        others = [c for c in d.choices if c != v]
+        return others[int(rng.randint(len(others)))]
+    assert isinstance(d, (IntDistribution, FloatDistribution))
+    up = bool(rng.randint(2))
+    if d.log:
+        new = v * LOG_FACTOR if up else v / LOG_FACTOR
+        if not d.low <= new <= d.high:  # bounce off the end of the range
+            new = v / LOG_FACTOR if up else v * LOG_FACTOR
+        new = min(max(new, d.low), d.high)
+    else:
+        step = (d.high - d.low) * LINEAR_FRACTION
+        new = v + step if up else v - step
+        if not d.low <= new <= d.high:
+            new = v - step if up else v + step
+        new = min(max(new, d.low), d.high)
+    new = on_step(d, new)
+    if isinstance(d, IntDistribution):
+        new = int(round(new))
+        return new if new != v else int(min(max(v + (1 if up else -1), d.low), d.high))
+    return float(round(new, 10)) if not math.isnan(new) else v
+
+
+def on_step(d: IntDistribution | FloatDistribution, v: float) -> float:
+    """`v` rounded onto `d`'s step (if it has one) and clamped into its range: a value Optuna accepts."""
+    if d.step:
+        v = d.low + round((v - d.low) / d.step) * d.step
+    return min(max(v, d.low), d.high)
+
+
+def sla_feasible(t: FrozenTrial) -> bool:
+    """Whether a trial met every SLA constraint (SearchCore sets each as (value - limit) / limit: met at
+    <= 0); a trial without constraints counts as met."""
+    return all(c <= 0 for c in (t.constraints or {}).values())

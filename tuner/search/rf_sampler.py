@@ -5,7 +5,7 @@ about 10 trials and what is left is a one- or two-knob corner whose right value 
 knobs (the token budget and the CUDA-graph size together). Independent TPE models each knob alone; a
 random forest over all trials models the interactions, and expected improvement over its trees'
 spread weighs "probably better" against "not tried near here". The acquisition is maximised over the
-one- and two-knob neighbours of the best trials (greedy steps, the moves of tuner/search/local_tpe.py)
+one- and two-knob neighbours of the best trials (greedy steps, the moves of tuner/search/planned.py)
 and a pool of random configs; every `random_every`-th guided trial is a random config (exploration).
 
 The chosen config is planned in `before_trial` and handed out knob by knob in `sample_independent`,
@@ -29,8 +29,7 @@ from sklearn.ensemble import RandomForestRegressor
 
 from tuner.search.attrs import A_OUTCOME
 from tuner.search.feasibility import config_key
-from tuner.search.local_tpe import _movable, _move
-from tuner.search.planned import PlannedSampler
+from tuner.search.planned import PlannedSampler, movable, move, on_step, sla_feasible
 from tuner.search.space import Rejected, Space
 
 RF_STARTUP = 6  # completed trials (the baseline counts) before the forest guides: a cap on the study's n_startup_trials
@@ -74,12 +73,12 @@ class RFSampler(PlannedSampler):
         dists: dict[str, BaseDistribution] = {}
         for t in trials:
             dists.update(t.distributions)
-        names = [n for n, d in sorted(dists.items()) if _movable(d)]
+        names = [n for n, d in sorted(dists.items()) if movable(d)]
         if not names:
             return None
         enc = _Encoder({n: dists[n] for n in names})
         sign = 1.0 if study.direction == StudyDirection.MAXIMIZE else -1.0
-        obs = [(t.params, sign * t.values[0], all(c <= 0 for c in (t.constraints or {}).values()))
+        obs = [(t.params, sign * t.values[0], sla_feasible(t))
                for t in done if t.values]
         ys = [y for _, y, _ in obs]
         feasible = [y for _, y, ok in obs if ok]
@@ -147,13 +146,13 @@ class RFSampler(PlannedSampler):
             if isinstance(d, CategoricalDistribution):
                 out += [{**full, n: c} for c in d.choices if c != full[n]]
             else:
-                out += [{**full, n: _move(d, full[n], self._rng)} for _ in range(2)]
+                out += [{**full, n: move(d, full[n], self._rng)} for _ in range(2)]
         names = list(enc.dists)
         for _ in range(self.n_pairs if len(names) > 1 else 0):
             a, b = self._rng.choice(len(names), size=2, replace=False)
             p = dict(full)
             for n in (names[a], names[b]):
-                p[n] = _move(enc.dists[n], p[n], self._rng)
+                p[n] = move(enc.dists[n], p[n], self._rng)
             out.append(p)
         return out
 
@@ -262,9 +261,7 @@ def _draw(d: BaseDistribution, rng: np.random.RandomState) -> Any:
         v = math.exp(rng.uniform(math.log(d.low), math.log(d.high)))
     else:
         v = rng.uniform(d.low, d.high)
-    if d.step:
-        v = d.low + round((v - d.low) / d.step) * d.step
-    v = min(max(v, d.low), d.high)
+    v = on_step(d, v)
     return int(round(v)) if isinstance(d, IntDistribution) else float(round(v, 10))
 
 
