@@ -86,10 +86,7 @@ def resume_core(core: SearchCore, done: list[TrialResult]) -> list[TrialResult]:
         core._launch(trial, t.engine, dict(t.params), dict(t.args), list(t.notes), baseline=t.baseline,
                      number=t.number)
         core.tell(t.number, TrialReport.of(core.study, t))
-    numbers = [t.number for t in [*done, *recovered]]
-    core._next = max(numbers) + 1 if numbers else 0
-    # an interrupted trial's number is free again even when a later one finished (its re-run takes it)
-    core._free = sorted(set(range(core._next)) - set(numbers))
+    core.continue_numbering(t.number for t in [*done, *recovered])
     return recovered
 
 

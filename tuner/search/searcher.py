@@ -16,6 +16,7 @@ outcome) that tie it to its row in trials.parquet and its MLflow run.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any, Literal
 
@@ -123,6 +124,16 @@ class SearchCore:
         from tuner.search.resume import resume_core
 
         return resume_core(self, done)
+
+    def continue_numbering(self, taken: Iterable[int]) -> None:
+        """Number new trials after a resume: the numbers in `taken` (finished trials) stay theirs, the
+        free ones below the highest (interrupted trials) are handed out first, then numbering goes on
+        after the highest. Why: a trial number names one row of trials.parquet and one MLflow run, and
+        an interrupted trial's re-run should take its number back rather than leave a gap (fresh-clone
+        CI on e26bece numbered a re-run baseline 2 and left 0 unused)."""
+        used = set(taken)
+        self._next = max(used) + 1 if used else 0
+        self._free = sorted(set(range(self._next)) - used)
 
     # ---------------------------------------------------------------- ask
 
