@@ -3,9 +3,9 @@
 Each point is one `vllm bench serve` result file (benchmarks/reference/<set>/...json) with the
 engine arguments it ran with. `simulate` replays the same workload (fixed input/output lengths,
 all-at-once or Poisson arrivals) through SimulatedEngine and computes the same five figures.
-Two kinds of set: `h200-vllm-0.26.0` (vLLM's own benchmark client, listed below) and servetune's
-own H200 studies (`h200-servetune*`, listed by each set's points.json, written by
-scripts/h200/to_reference.py).
+Two kinds of set: `h200-vllm-0.26.0*` (vLLM's own benchmark client, listed below; `-qwen3-14b`: a second
+model shape, held out) and servetune's own H200 studies (`h200-servetune*`, listed by each set's points.json,
+written by scripts/h200/to_reference.py).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ class RefPoint:
     output_len: int = 512
     set_name: str = H200_VLLM_026
     max_model_len: int = 40960
-    shape: str = "qwen3-8b"  # the model shape served (tuner.sim.catalog); every point so far: Qwen3-8B
+    shape: str = "qwen3-8b"  # the model shape served (tuner.sim.catalog); all but Q14B_POINTS: Qwen3-8B
 
     def config_key(self) -> tuple[tuple[str, Any], ...]:
         """The engine configuration as the engine resolves it: explicit defaults equal omitted ones."""
@@ -81,7 +81,18 @@ def servetune_points(set_name: str, root: Path = REF_ROOT) -> tuple[RefPoint, ..
     )
 
 
-ALL_POINTS: tuple[RefPoint, ...] = H200_POINTS + tuple(pt for s in SERVETUNE_SETS for pt in servetune_points(s))
+# A second model shape on the same H200 and vLLM (benchmarks/reference/h200-vllm-0.26.0-qwen3-14b, issue 17): a
+# Qwen3-14B-shaped model, vLLM defaults (max_model_len 40960 from its config), the recipe's Poisson sweep with 150
+# prompts per rate. Never fitted on (not in FIT_SET): the leave-one-shape-out check of benchmarks/sim_fidelity.py.
+H200_Q14B = "h200-vllm-0.26.0-qwen3-14b"
+Q14B_POINTS: tuple[RefPoint, ...] = tuple(
+    RefPoint(f"q14b/default_r{r}", f"bench_q14b_default_r{r}.json", {}, float(r), 150, set_name=H200_Q14B,
+             max_model_len=40960, shape="qwen3-14b")
+    for r in ("3", "4.5", "6")
+)
+
+ALL_POINTS: tuple[RefPoint, ...] = (H200_POINTS + tuple(pt for s in SERVETUNE_SETS for pt in servetune_points(s))
+                                    + Q14B_POINTS)
 
 # FP8 KV cache and FP8 weights on the same H200 and vLLM (benchmarks/reference/h200-vllm-0.26.0-fp8): the
 # 30 s Poisson points ("ss_") of issue 15's table, and the shorter 150-prompt points. Kept out of ALL_POINTS:
