@@ -8,7 +8,8 @@ benchmarks/calibrate_sim.py. A point not fitted on counts as held out only by wh
 - args: its engine configuration, as the engine resolves it (explicit defaults = omitted ones), is
   in no fitted point;
 - rate: its configuration was fitted, but never at this Poisson rate;
-- shape: its model shape is in no fitted point (leave-one-shape-out);
+- shape: its model shape is in no fitted point (leave-one-shape-out: the Qwen3-14B set,
+  benchmarks/reference/h200-vllm-0.26.0-qwen3-14b);
 - repeat: the same configuration and rate was fitted (e.g. a re-run): not held out at all.
 
 The points with per-request records (tuner.sim.reference.RECORDS) are also replayed request by request

@@ -1,7 +1,7 @@
 """The same real H200 points through AIConfigurator and servetune's simulator: both errors, per metric.
 
-Points: every reference point of tuner/sim/reference.py (real vLLM 0.26.0, Qwen3-8B shape, one
-H200, 2048 in / 512 out). AIConfigurator (PyPI `aiconfigurator`, its vLLM perf database for
+Points: every Qwen3-8B-shaped reference point of tuner/sim/reference.py (real vLLM 0.26.0, one H200,
+2048 in / 512 out; one AIConfigurator model per run, so the Qwen3-14B set is left out here). AIConfigurator (PyPI `aiconfigurator`, its vLLM perf database for
 h200_sxm) runs in its own venv (`--aic-python`; it pins other versions than servetune), through
 benchmarks/aic_estimate.py: aggregated in-flight-batching estimates at fixed concurrencies, for each
 engine's `max_num_batched_tokens` as its context-token budget. It models a closed loop (a fixed number
@@ -112,7 +112,7 @@ def main() -> None:
     ap.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "servetune-aic-qwen3-8b-h200.jsonl",
                     help="AIConfigurator estimates for this model and GPU, kept between runs (JSON lines)")
     a = ap.parse_args()
-    points = list(ALL_POINTS)
+    points = [p for p in ALL_POINTS if p.shape == "qwen3-8b"]  # the model AIConfigurator is given: one shape
     why = run_aic(a.aic_python, points, a.cache)
     table: dict[tuple[int, int, int, int], dict[str, float]] = {}
     version = ""

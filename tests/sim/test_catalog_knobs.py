@@ -51,6 +51,9 @@ def test_kv_capacity_matches_the_reference_log() -> None:
     gmu = SimulatedEngine(flavour="vllm", gpu="H200", shape="qwen3-8b", args={"gpu_memory_utilization": 0.95},
                           max_model_len=40960)
     assert gmu.kv_capacity_tokens == pytest.approx(848_592, rel=0.01)
+    # a second shape (benchmarks/reference/h200-vllm-0.26.0-qwen3-14b): "GPU KV cache size: 650,560 tokens"
+    q14 = SimulatedEngine(flavour="vllm", gpu="H200", shape="qwen3-14b", args={}, max_model_len=40960)
+    assert q14.kv_capacity_tokens == pytest.approx(650_560, rel=0.01)
 
 
 def test_resolved_capture_size_follows_max_num_seqs_like_vllm() -> None:

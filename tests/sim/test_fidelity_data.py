@@ -42,6 +42,10 @@ def test_vllm_bench_points_share_one_draw_scaled_by_the_rate() -> None:
     assert np.allclose(a * 4.0, b * 6.0)
     assert abs(a[-1] - 200 / 4.0) < 1e-9  # rescaled so the last send lands at n / rate, as vllm bench does
     assert not np.allclose(a, np.sort(np.random.default_rng(0).uniform(0, 50, 200)))
+    # the Qwen3-14B set ran the same client (150 prompts): the first 150 gaps of that draw, rescaled to 150 / rate
+    c, d = client_arrivals(BY_NAME["q14b/default_r3"]), client_arrivals(BY_NAME["q14b/default_r6"])
+    assert np.allclose(c * 3.0, d * 6.0) and abs(c[-1] - 150 / 3.0) < 1e-9
+    assert np.allclose(np.diff(c) / np.diff(a[:150]), c[-1] / a[149])
 
 
 def test_virtual_target_runs_the_warm_ups_before_the_measured_phase() -> None:

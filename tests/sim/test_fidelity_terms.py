@@ -11,6 +11,7 @@ from tuner.sim.engine import SimulatedEngine
 from tuner.sim.reference import (
     ALL_POINTS,
     FIT_SET,
+    Q14B_POINTS,
     RECORDS,
     REPLAYS,
     RefPoint,
@@ -45,6 +46,17 @@ def test_explicit_defaults_count_as_the_default_config() -> None:
 def test_an_unfitted_model_shape_is_held_out_by_shape() -> None:
     assert split_of(RefPoint("x", "bench_default.json", shape="qwen3-14b")) == "shape"
     assert all(split_of(p) == "fit" for p in ALL_POINTS if p.name in FIT_SET)
+
+
+def test_the_qwen3_14b_runs_are_the_shape_split_and_never_fitted() -> None:
+    # sim_fidelity's leave-one-shape-out figures: fails if the 14B set is dropped, fitted, or loses a rate
+    held = {p.name for p in ALL_POINTS if split_of(p) == "shape"}
+    assert held == {p.name for p in Q14B_POINTS} and len(held) == 3
+    assert not held & set(FIT_SET)
+    assert all(q.shape == "qwen3-8b" for q in ALL_POINTS if q.name in FIT_SET)
+    r3 = BY_NAME["q14b/default_r3"]
+    assert (r3.shape, r3.prompts, r3.rate, r3.max_model_len) == ("qwen3-14b", 150, 3.0, 40960)
+    assert round(measured(r3)["p99_ttft_ms"], 1) == 321.9  # the vllm bench result file of that run
 
 
 def _with_ingress(per_seq: float) -> SimulatedEngine:
