@@ -49,7 +49,11 @@ def record_picks(rows: list[dict]) -> list[tuple[dict, str]]:
         for e in engines:
             mine = [r for r in rows if r["engine"] == e]
             picks += [(next((r for r in mine if r.get("baseline")), None), f"{e}_baseline"), (best_of(mine), f"{e}_best")]
-    return [(r, tag) for r, tag in picks if r is not None]
+    kept: list[tuple[dict, str]] = []
+    for r, tag in picks:  # a best that is the baseline is kept once, as the baseline
+        if r is not None and all(r is not k for k, _ in kept):
+            kept.append((r, tag))
+    return kept
 
 
 def keep_study_folder(out: Path, dest: Path, *, report_html: bool) -> None:
@@ -61,9 +65,9 @@ def keep_study_folder(out: Path, dest: Path, *, report_html: bool) -> None:
         if (out / f).is_file():
             gz(out / f, dest / f"{f}.gz")
     if not report_html:
-        for f in sorted((out / "plots").glob("*.html")):
+        for src in sorted((out / "plots").glob("*.html")):
             (dest / "plots").mkdir(exist_ok=True)
-            gz(f, dest / "plots" / f"{f.name}.gz")
+            gz(src, dest / "plots" / f"{src.name}.gz")
     for d in sorted(out.glob("promote*")):  # tuner.promote --output folders of the deploy steps
         if (d / "promotion.json").is_file():
             shutil.copy2(d / "promotion.json", dest / f"{d.name}.promotion.json")
@@ -72,9 +76,9 @@ def keep_study_folder(out: Path, dest: Path, *, report_html: bool) -> None:
             if (out / side / f).is_file():
                 (dest / side).mkdir(exist_ok=True)
                 shutil.copy2(out / side / f, dest / side / f)
-    for f in sorted((out / "replica_logs").glob("*.log")):  # the Serve replicas' engine logs
+    for src in sorted((out / "replica_logs").glob("*.log")):  # the Serve replicas' engine logs
         (dest / "replica_logs").mkdir(exist_ok=True)
-        gz(f, dest / "replica_logs" / f"{f.name}.gz")
+        gz(src, dest / "replica_logs" / f"{src.name}.gz")
     picks = record_picks(pq.read_table(out / "trials.parquet").to_pylist())
     tdir = dest / "trials"
     tdir.mkdir(exist_ok=True)
