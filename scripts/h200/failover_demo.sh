@@ -1,8 +1,8 @@
 #!/bin/bash
 # DEVICE, after scripts/h200/tuner_run.sh's joint study NAME ended (/tmp/st-out/NAME: state.json, mlflow.db):
 # the failover router on ONE GPU, primary = trial PRIMARY (best vLLM), secondary = trial SECONDARY (best SGLang).
-#   1. python -m tuner.promote --study-run RUN --trial ID --output DIR, once per trial: registers the trial as
-#      a version of <study>-config (and moves its staging alias) and writes DIR/promoted.yaml; without --deploy
+#   1. python -m tuner.promote --study-run RUN --trial ID --no-alias --output DIR, once per trial: registers the
+#      trial as a version of <study>-config (staging stays where it was) and writes DIR/promoted.yaml; without --deploy
 #      nothing is deployed and no engine starts (a picked trial is never re-run to confirm it)
 #   2. ray start --head (scripts/h200/ray_env.sh, as promote_deploy.sh)
 #   3. python -m tuner.promote.failover --share-gpu --exclusive --kill-primary: half a GPU and SHARE of its
@@ -32,8 +32,8 @@ RUN=$(state_field "$D/state.json" parent_run_id)
 rm -f "$D/failover-result.json"
 echo "== $(date -u +%T) study run $RUN, store $URI; primary trial $PRIMARY, secondary trial $SECONDARY" > "$LOG"
 promote() {  # promote SIDE TRIAL: write /tmp/st-out/NAME/failover-SIDE/promoted.yaml; exit code in $rc
-  echo "== $(date -u +%T) promote $1: python -m tuner.promote --study-run $RUN --trial $2" >> "$LOG"
-  timeout 600 python3 -m tuner.promote --mlflow-uri "$URI" --study-run "$RUN" --trial "$2" --output "$D/failover-$1" \
+  echo "== $(date -u +%T) promote $1: python -m tuner.promote --study-run $RUN --trial $2 --no-alias" >> "$LOG"
+  timeout 600 python3 -m tuner.promote --mlflow-uri "$URI" --study-run "$RUN" --trial "$2" --no-alias --output "$D/failover-$1" \
     >> "$LOG" 2>&1
   rc=$?
   [ "$rc" = 0 ] && [ ! -f "$D/failover-$1/promoted.yaml" ] && { echo "no $D/failover-$1/promoted.yaml" >> "$LOG"; rc=3; }

@@ -166,3 +166,23 @@ def test_cli_trial_registers_the_named_trial_apart_from_the_selected_winner(stor
     assert code == 2 and "no trial 't999'" in err and "t000 (baseline)" in err, err
     code, out, err = _cli(capsys, "--study-run", study_run, "--mlflow-uri", uri, "--canary-seconds", "5")
     assert code == 2 and "--deploy" in err, err
+
+
+def test_cli_no_alias_registers_a_trial_without_moving_staging(store, tmp_path: Path, capsys) -> None:
+    """--no-alias (a failover side): the version and promoted.yaml exist, staging still names the winner."""
+    uri, client = store
+    study_run, _ = finished_study_run(uri, tmp_path, "sides", [
+        make_trial(0, 2000, 200, max_num_seqs=32, baseline=True), make_trial(1, 3000, 300, max_num_seqs=96)],
+        promotion={"confirm_runs": 0, "top_k": 1})
+    code, out, err = _cli(capsys, "--study-run", study_run, "--mlflow-uri", uri, "--output", str(tmp_path / "w"))
+    assert code == 0, out + err
+    assert str(client.get_model_version_by_alias("sides-config", "staging").version) == "1"
+    code, out, err = _cli(capsys, "--study-run", study_run, "--mlflow-uri", uri, "--trial", "baseline", "--no-alias",
+                          "--output", str(tmp_path / "side"))
+    assert code == 0, out + err
+    assert (tmp_path / "side" / "promoted.yaml").exists()
+    assert client.get_model_version("sides-config", "2").tags["servetune.trial_id"] == "t000"
+    assert str(client.get_model_version_by_alias("sides-config", "staging").version) == "1"  # not moved to 2
+    code, out, err = _cli(capsys, "--study-run", study_run, "--mlflow-uri", uri, "--trial", "t001", "--no-alias",
+                          "--deploy")
+    assert code == 2 and "--no-alias" in err and "staging" in err, err

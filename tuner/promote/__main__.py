@@ -46,6 +46,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--trial", metavar="ID", help="register (and deploy) this trial of the study instead of the "
                    "selected winner; 'baseline' for the engine defaults (e.g. a known-good staging to roll back to)")
     p.add_argument("--output", metavar="DIR", type=Path, help="where promoted.yaml goes (default: outputs/)")
+    p.add_argument("--no-alias", action="store_true",
+                   help="register the version and write promoted.yaml but leave the staging alias where it is "
+                        "(a failover side, a config to inspect); not with --deploy, which moves staging")
     p.add_argument("--address", metavar="URL", help=f"Ray dashboard (default: ${DASHBOARD_ENV} or "
                    "http://127.0.0.1:8265)")
     p.add_argument("--in-place", action="store_true",
@@ -138,6 +141,9 @@ def is_auth_failure(exc: BaseException) -> bool:
 def _run(args: argparse.Namespace) -> int:
     if args.trial and not args.study_run:
         raise SpecError("--trial names a trial of a study run", "--trial", "use it with --study-run ID")
+    if args.no_alias and args.deploy:
+        raise SpecError("--no-alias with --deploy: a deploy makes the version staging", "--no-alias",
+                        "drop --no-alias to deploy, or drop --deploy to register without touching staging")
     uri = _uri(args)  # before the slow imports: bad input answers at once
     from tuner.promote.ops import deploy_version, record_canary, rollback
     from tuner.promote.registry import STAGING, ConfigRegistry
@@ -227,7 +233,7 @@ def _promote(args: argparse.Namespace, uri: str,
         return name, str(found.version), study
     out = args.output or Path("outputs") / f"promote-{args.study_run[:8]}"
     result = promote_study(study, [picked] if picked else trials, output_dir=out, tracking_uri=uri,
-                           parent_run_id=args.study_run, confirm=None, set_alias=not args.deploy,
+                           parent_run_id=args.study_run, confirm=None, set_alias=not (args.deploy or args.no_alias),
                            extra_tags={PICKED_TAG: picked.trial_id} if picked else None)
     print(("promoted: " if result.promoted else "") + result.reason)
     if not result.promoted:
