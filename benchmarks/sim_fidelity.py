@@ -88,19 +88,21 @@ def med(values: list[float]) -> float:
 
 
 def others(sla: dict[str, list[int]], wrong: list[str]) -> None:
-    """The other H200 studies (other workload, FP8, SGLang), each load point re-run as the study ran it."""
+    """The other H200 studies (other workload, FP8, SGLang, the joint vLLM/SGLang study), each load point re-run as
+    the study ran it, on its trial's own engine."""
     print("other H200 studies (the study's own workload, seed and load through the simulator; sim/real, |error| %):")
     groups: dict[str, list[dict[str, float]]] = {}
-    for results, study in STUDY_SETS:
-        for sp in study_points(results, study):
-            sim, real = simulate_study_point(sp), dict(sp.real)
-            err = {f: abs(sim[f] / real[f] - 1) * 100 for f in FIGURES}
-            group = study_group(sp)
-            groups.setdefault(group, []).append(err)
-            if not group.endswith("/fit"):
-                tally_verdict(sla.setdefault("other", [0, 0, 0]), wrong, sp.name, sim, real)
-            cells = " ".join(f"{sim[f]:>7.1f}/{real[f]:>7.1f} {err[f]:3.0f}%" for f in FIGURES)
-            print(f"  {sp.name:44s} {group:16s} {cells}")
+    points = [sp for results, study in STUDY_SETS for sp in study_points(results, study)]
+    width = max(44, *(len(sp.name) for sp in points))
+    for sp in points:
+        sim, real = simulate_study_point(sp), dict(sp.real)
+        err = {f: abs(sim[f] / real[f] - 1) * 100 for f in FIGURES}
+        group = study_group(sp)
+        groups.setdefault(group, []).append(err)
+        if not group.endswith("/fit"):
+            tally_verdict(sla.setdefault("other", [0, 0, 0]), wrong, sp.name, sim, real)
+        cells = " ".join(f"{sim[f]:>7.1f}/{real[f]:>7.1f} {err[f]:3.0f}%" for f in FIGURES)
+        print(f"  {sp.name:{width}s} {group:16s} {cells}")
     for group, rows in groups.items():
         per = " ".join(f"{SHORT[f]}={med([r[f] for r in rows]):.1f}" for f in FIGURES)
         print(f"other={group} points={len(rows)} median_abs_error_pct: {per}")

@@ -73,4 +73,4 @@ def test_fp8_weight_read_gain_two_is_the_halved_bytes_and_one_is_no_gain() -> No
 
 def test_only_the_declared_study_points_are_fitted_on() -> None:
     groups = {study_group(sp) for results, study in STUDY_SETS for sp in study_points(results, study)}
-    assert {"bf16-dynamic/fit", "fp8/fit", "fp8", "sglang", "bf16-dynamic", "bf16-closed"} == groups
+    assert {"bf16-dynamic/fit", "fp8/fit", "fp8", "sglang", "sglang-fp8", "bf16-dynamic", "bf16-closed"} == groups

@@ -291,6 +291,7 @@ class StudyPoint:
     load: float
     args: tuple[tuple[str, Any], ...]
     real: tuple[tuple[str, float], ...]  # the measured FIGURES
+    engine: str = "vllm"  # the trial's own engine (a joint study, `engine: [vllm, sglang]`, runs both)
 
     @property
     def name(self) -> str:
@@ -303,22 +304,41 @@ _ABBREV = {"max_num_batched_tokens": "mbt", "max_num_seqs": "mns", "kv_cache_dty
 
 
 def study_points(results: str, study: str = "") -> list[StudyPoint]:
-    """The load points a study measured to the end (points stopped early are partial: left out); `study`
-    defaults to the study.yaml kept in the results folder."""
+    """The load points a study measured to the end (points stopped early are partial: left out; a trial stopped
+    after some points keeps those it finished); `study` defaults to the study.yaml kept in the results folder.
+    Each point keeps its trial's engine and args, over the study's fixed args for that engine."""
     import pyarrow.parquet as pq  # the rows read raw: tuner.trial sits above the simulator
 
     from tuner.common.metric_keys import renamed
+    from tuner.spec.load import load_study
 
+    study = study or f"{results}/study.yaml"
+    spec = load_study(REPO / study)
+    engines = spec.engine_names
+    file = REPO / results / "trials.parquet"
+    cols = ["number", "args_json", "points_json"] + (["engine"] if "engine" in pq.read_schema(file).names else [])
     out = []
-    for row in pq.read_table(REPO / results / "trials.parquet", columns=["number", "args_json", "points_json"]).to_pylist():
-        args = json.loads(row["args_json"])
+    for row in pq.read_table(file, columns=cols).to_pylist():
+        engine = row.get("engine") or engines[0]
+        assert engine in engines, f"{results} trial {row['number']}: engine {engine!r} not in the study's {engines}"
+        args = {**spec.space_ref(engine).fixed, **json.loads(row["args_json"])}
         for raw in json.loads(row["points_json"]):
             pt = {renamed(k) or k: v for k, v in raw.items()}
             if pt.get("stopped_early") or any(pt.get(f) is None for f in FIGURES):
                 continue
-            out.append(StudyPoint(results, study or f"{results}/study.yaml", int(row["number"]), float(pt["load"]),
-                                  tuple(sorted(args.items())), tuple((f, float(pt[f])) for f in FIGURES)))
+            out.append(StudyPoint(results, study, int(row["number"]), float(pt["load"]), tuple(sorted(args.items())),
+                                  tuple((f, float(pt[f])) for f in FIGURES), engine))
     return out
+
+
+def study_engine(sp: StudyPoint, cal: Calibration | None = None) -> SimulatedEngine:
+    """The simulated engine of a study point: the trial's own engine (not the study's: a joint study has two)."""
+    from tuner.spec.load import load_study
+
+    study = load_study(REPO / sp.study)
+    assert sp.engine in study.engine_names, f"{sp.name}: engine {sp.engine!r} not in {study.engine_names}"
+    return SimulatedEngine(flavour=sp.engine, gpu="H200", shape=study.model.shape or "qwen3-8b", args=dict(sp.args),
+                           max_model_len=study.model.max_model_len, dtype=study.model.dtype, calibration=cal)
 
 
 def simulate_study_point(sp: StudyPoint, cal: Calibration | None = None) -> dict[str, float]:
@@ -328,35 +348,38 @@ def simulate_study_point(sp: StudyPoint, cal: Calibration | None = None) -> dict
     from tuner.spec.load import load_study
 
     study = load_study(REPO / sp.study)
-    flavour = "sglang" if study.engine == "sglang" else "vllm"
-    eng = SimulatedEngine(flavour=flavour, gpu="H200", shape=study.model.shape or "qwen3-8b", args=dict(sp.args),
-                          max_model_len=study.model.max_model_len, dtype=study.model.dtype, calibration=cal)
-    point, _ = measure_point(VirtualTarget(eng), study.workload, study.sla, study.capacity, sp.load, seed=study.seed,
-                             max_model_len=study.model.max_model_len, base_dir=REPO)
+    point, _ = measure_point(VirtualTarget(study_engine(sp, cal)), study.workload, study.sla, study.capacity, sp.load,
+                             seed=study.seed, max_model_len=study.model.max_model_len, base_dir=REPO)
     return {f: float(point.summary[f]) for f in FIGURES}
 
 
 # Other H200 runs kept in results folders (issue 16): other workloads, FP8, SGLang. Fitted on: the dynamic-mix
 # study h200-dynamic (benchmarks/calibrate_sim.py: its prompts of 300-6,000+ tokens are what sets the prefill
 # attention efficiency e_attn, which 2048-token prompts barely see) and the FP8 weights + KV closed-loop trial
-# (benchmarks/calibrate_fp8.py: the FP8 gains); every other point is held out.
+# (benchmarks/calibrate_fp8.py: the FP8 gains); every other point is held out. h200-joint-dynamic (round 5,
+# `engine: [vllm, sglang]`, 20 s points at 6/9/12/16 req/s): vLLM defaults and FP8 weights + KV, SGLang 0.5.17
+# defaults (triton attention) and FP8; SGLang's FP8 trial was rung-stopped after 2 whole points (both kept).
 FIT_STUDY = ("benchmarks/results/h200/h200-dynamic", "studies/h200-dynamic.yaml")
+JOINT_STUDY = ("benchmarks/results/h200/h200-joint-dynamic", "")
 STUDY_SETS = (
     FIT_STUDY,
     ("benchmarks/results/h200/h200-fp8-dynamic", ""),
     ("benchmarks/results/h200-fp8-static-conc", ""),
     ("benchmarks/results/h200/h200-sglang-dynamic", ""),
+    JOINT_STUDY,
 )
 FP8_BOTH = (("kv_cache_dtype", "fp8"), ("quantization", "fp8"))
 
 
 def study_group(sp: StudyPoint) -> str:
-    """What a study point checks: 'sglang', 'fp8' (the FP8 gains), 'bf16-dynamic' (vLLM on the mixed workload)
-    or 'bf16-closed' (vLLM, fixed concurrency); with '/fit' where calibrate_fp8.py fitted on it."""
+    """What a study point checks: 'sglang' / 'sglang-fp8' (SGLang, never fitted; its FP8 gains are vLLM's),
+    'fp8' (vLLM's FP8 gains), 'bf16-dynamic' (vLLM on the mixed workload) or 'bf16-closed' (vLLM, fixed
+    concurrency); with '/fit' where a calibration fitted on it."""
     args = dict(sp.args)
-    if "sglang" in sp.results:
-        return "sglang"
-    if "fp8" in (args.get("quantization"), args.get("kv_cache_dtype")):
+    fp8 = any(str(args.get(k, "")).startswith("fp8") for k in ("quantization", "kv_cache_dtype"))
+    if sp.engine == "sglang":
+        return "sglang-fp8" if fp8 else "sglang"
+    if fp8:
         return "fp8/fit" if "static-conc" in sp.results and sp.args == FP8_BOTH else "fp8"
     if sp.results == FIT_STUDY[0]:
         return "bf16-dynamic/fit"
