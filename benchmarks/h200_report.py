@@ -66,11 +66,19 @@ def load_study(folder: Path) -> dict | None:
         return None
     study = yaml.safe_load((folder / "study.yaml").read_text())
     rows = pq.read_table(folder / "trials.parquet").to_pylist()
-    timing = json.loads((folder / "timing.json").read_text()) if (folder / "timing.json").is_file() else {}
-    deploy = json.loads((folder / "deploy.json").read_text()) if (folder / "deploy.json").is_file() else {}
-    failover = json.loads((folder / "failover.json").read_text()) if (folder / "failover.json").is_file() else {}
+    timing, deploy, failover = (_json_file(folder / f"{n}.json") for n in ("timing", "deploy", "failover"))
     return {"folder": folder, "study": study, "rows": rows, "timing": timing, "deploy": deploy, "failover": failover,
             "promoted": (folder / "promoted.yaml").is_file(), "finished": finished(folder)}
+
+
+def _json_file(path: Path) -> dict:
+    """A JSON file a run may not have written (timing, deploy, failover): {} when absent."""
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def points(row: dict) -> list[dict]:
+    """A trials.parquet row's load points (its points_json; none for a trial that never measured one)."""
+    return json.loads(row.get("points_json") or "[]")
 
 
 def finished(folder: Path) -> bool:
@@ -85,7 +93,7 @@ def finished(folder: Path) -> bool:
 
 def bounds(row: dict) -> tuple[float | None, float | None]:
     """(highest load that met the SLA, lowest load above it that missed): the capacity's bracket."""
-    pts = json.loads(row.get("points_json") or "[]")
+    pts = points(row)
     met = [p["load"] for p in pts if p.get("feasible")]
     cap = max(met) if met else None
     above = [p["load"] for p in pts if not p.get("feasible") and (cap is None or p["load"] > cap)]
@@ -147,7 +155,7 @@ def ratio_bracket(top: dict | None, bottom: dict | None) -> tuple[float | None, 
 
 
 def point_at(row: dict, load: float | None) -> dict:
-    return next((p for p in json.loads(row.get("points_json") or "[]") if p["load"] == load), {})
+    return next((p for p in points(row) if p["load"] == load), {})
 
 
 _KV_PATTERNS = {"vllm": (r"GPU KV cache size: ([\d,]+) tokens", r"GPU KV cache usage: ([\d.]+)%", 1.0),
@@ -206,7 +214,7 @@ def engines_table(s: dict) -> None:
                   f"{fmt(p.get('p50_ttft_ms'), '.0f')} | {fmt(p.get('p99_ttft_ms'), '.0f')} | {fmt(p.get('p50_tpot_ms'))} | "
                   f"{fmt(p.get('p99_tpot_ms'))} | {fmt(p.get('p50_itl_ms'))} | {fmt(p.get('p99_itl_ms'))} | "
                   f"{fmt(p.get('jitter_tpot'), '.3f')} | {fmt(itl, '.1f')} | {fmt(size, ',d')} | {fmt(peak, '.1f')} |")
-    common = set.intersection(*[{p["load"] for p in json.loads(r.get("points_json") or "[]")} for r in rows])
+    common = set.intersection(*[{p["load"] for p in points(r)} for r in rows])
     for load in sorted(common):
         print(f"at {load:g} req/s (a load every trial measured): " + "; ".join(
             f"{r['engine']} {config_text(r)} P99 TTFT {fmt(point_at(r, load).get('p99_ttft_ms'), '.0f')} ms, "
@@ -281,7 +289,7 @@ def summarize(s: dict) -> dict:
           "P99 TTFT ms | P99 TPOT ms | P99 ITL ms | wall s |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in sorted(rows, key=lambda r: r["number"]):
-        pts = json.loads(r.get("points_json") or "[]")
+        pts = points(r)
         seq = " ".join(f"{p['load']:g}{'' if p.get('feasible') else 'x'}" for p in pts)
         lo, hi = bounds(r)
         print(f"| {r['trial_id']} | {config_text(r)} | {r['outcome']} | {seq} | {fmt(r.get('capacity'), 'g')} | "
@@ -367,7 +375,7 @@ def pooled(out: list[dict], test: str) -> float | None:
     (b_lo, b_hi), (t_lo, t_hi) = bounds(b["base"]), bounds(t["best"])
     others = "; ".join(
         f"{o['name']} baseline points "
-        + " ".join(f"{p['load']:g}{'' if p.get('feasible') else 'x'}" for p in json.loads(o["base"].get("points_json") or "[]"))
+        + " ".join(f"{p['load']:g}{'' if p.get('feasible') else 'x'}" for p in points(o["base"]))
         for o in runs if o is not b and o["base"] is not None)
     lo = f"{t_lo / b_hi:.2f}" if t_lo and b_hi else "na"
     hi = f"{t_hi / b_lo:.2f}" if t_hi and b_lo else "na"
@@ -433,8 +441,8 @@ def chosen(out: list[dict], test: str) -> float | None:
                         print(f"  {e} defaults: {_cap(ra)} in {a['name']}, {_cap(rb)} in {b['name']}: the brackets do not "
                               f"overlap, so the runs measured the same defaults differently; the studies differ in: "
                               f"{study_diff(a['study'], b['study'])}")
-                        for load in sorted({q["load"] for q in json.loads(ra["points_json"])}
-                                           & {q["load"] for q in json.loads(rb["points_json"])}):
+                        for load in sorted({q["load"] for q in points(ra)}
+                                           & {q["load"] for q in points(rb)}):
                             pa, pb = point_at(ra, load), point_at(rb, load)
                             if pa.get("feasible") != pb.get("feasible"):
                                 print(f"    at {load:g} req/s: " + ", ".join(

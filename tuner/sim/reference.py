@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -21,6 +21,9 @@ from tuner.load.records import Request, RequestRecord
 from tuner.sim.cost import Calibration
 from tuner.sim.engine import SimulatedEngine
 from tuner.sim.knobs import resolve_args
+
+if TYPE_CHECKING:
+    from tuner.spec.study import Study
 
 REF_ROOT = Path(__file__).resolve().parents[2] / "benchmarks" / "reference"
 H200_VLLM_026 = "h200-vllm-0.26.0"
@@ -331,11 +334,13 @@ def study_points(results: str, study: str = "") -> list[StudyPoint]:
     return out
 
 
-def study_engine(sp: StudyPoint, cal: Calibration | None = None) -> SimulatedEngine:
-    """The simulated engine of a study point: the trial's own engine (not the study's: a joint study has two)."""
+def study_engine(sp: StudyPoint, cal: Calibration | None = None, study: Study | None = None) -> SimulatedEngine:
+    """The simulated engine of a study point: the trial's own engine (not the study's: a joint study has two);
+    `study`: the point's study when the caller has loaded it already."""
     from tuner.spec.load import load_study
 
-    study = load_study(REPO / sp.study)
+    if study is None:
+        study = load_study(REPO / sp.study)
     assert sp.engine in study.engine_names, f"{sp.name}: engine {sp.engine!r} not in {study.engine_names}"
     return SimulatedEngine(flavour=sp.engine, gpu="H200", shape=study.model.shape or "qwen3-8b", args=dict(sp.args),
                            max_model_len=study.model.max_model_len, dtype=study.model.dtype, calibration=cal)
@@ -348,7 +353,7 @@ def simulate_study_point(sp: StudyPoint, cal: Calibration | None = None) -> dict
     from tuner.spec.load import load_study
 
     study = load_study(REPO / sp.study)
-    point, _ = measure_point(VirtualTarget(study_engine(sp, cal)), study.workload, study.sla, study.capacity, sp.load,
+    point, _ = measure_point(VirtualTarget(study_engine(sp, cal, study)), study.workload, study.sla, study.capacity, sp.load,
                              seed=study.seed, max_model_len=study.model.max_model_len, base_dir=REPO)
     return {f: float(point.summary[f]) for f in FIGURES}
 
