@@ -3,7 +3,8 @@
 `tests/sim/golden_records.json` holds the digests computed from the simulator before its speed work;
 `python tests/sim/golden.py --write` recomputes them (only when a change is *meant* to move records,
 e.g. a new cost term, and say so in the commit); `--add` adds the digests of new cases only. The cases
-run with GOLDEN_CAL, not the current fit, so a refit leaves them alone.
+run with GOLDEN_CAL, not the current fit, so a refit leaves them alone (and SGLang cases without SGLang's
+fitted terms, tuner/sim/sglang_cost.py, for the same reason).
 """
 
 from __future__ import annotations
@@ -105,7 +106,7 @@ def run_case(name: str) -> list[RequestRecord]:
     shape = eng_kw.pop("shape", "qwen3-8b")
     cal = dataclasses.replace(GOLDEN_CAL, ingress_per_seq_s=eng_kw.pop("ingress_per_seq_s", 0.0))
     eng = SimulatedEngine(flavour=flavour, gpu="H200", shape=shape, args=eng_kw, max_model_len=16384,
-                          tensor_parallel_size=tp, calibration=cal)
+                          tensor_parallel_size=tp, calibration=cal, sglang_terms=None)
     return eng.run(_requests(**load_kw), **run_kw)
 
 

@@ -8,6 +8,7 @@ tuner/sim/reference.py); other GPUs reuse these factors (see docs/sim.md).
 from __future__ import annotations
 
 from tuner.sim.cost import Calibration
+from tuner.sim.sglang_cost import SGLangTerms
 
 FITTED = Calibration(
     e_lin=0.6,
@@ -31,4 +32,17 @@ FITTED = Calibration(
     fp8_attn_gain=2,
     fp8_kv_gain=1.3,
     fp8_w_gain=1.1,
+)
+
+# ---- SGLang (issue 17): SGLang's own terms over FITTED (tuner/sim/sglang_cost.py), applied to SGLang engines only.
+# step_extra_s and triton_e_kv: fitted by benchmarks/calibrate_sglang.py on SGLang 0.5.17's decode-batch log lines
+# (triton attention, BF16) of h200-sglang-dynamic trial 0 @6 and h200-joint-dynamic trial 1 @6 and @12 req/s;
+# held out: trial 1 @9 and the FP8 trial 3 (@6, @12). fp8_w_gain (2.0: the halved weight bytes) and the triton
+# FP8 KV / attention gains (1.0: the kernel dequantises to BF16) are priors, not fitted.
+SGLANG_FITTED = SGLangTerms(
+    step_extra_s=0.00253653,
+    fp8_w_gain=2.0,
+    triton_e_kv=0.713005,
+    triton_fp8_kv_gain=1.0,
+    triton_fp8_attn_gain=1.0,
 )

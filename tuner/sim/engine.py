@@ -11,12 +11,13 @@ from typing import Any
 
 from tuner.common.errors import EngineStartError
 from tuner.load.records import Request, RequestRecord
-from tuner.sim.calibration import FITTED
+from tuner.sim.calibration import FITTED, SGLANG_FITTED
 from tuner.sim.catalog import get_gpu, get_shape
 from tuner.sim.core import DONE, Core, Seq
 from tuner.sim.cost import Calibration, StepCost
 from tuner.sim.knobs import resolve_args
 from tuner.sim.memory import dtype_bytes, plan_sglang, plan_vllm
+from tuner.sim.sglang_cost import SGLangTerms, sglang_calibration
 from tuner.sim.sglang_sched import SGLangScheduler
 from tuner.sim.spec import plan as spec_plan
 from tuner.sim.vllm_sched import VLLMScheduler
@@ -36,11 +37,14 @@ class SimulatedEngine:
     def __init__(self, *, flavour: str, gpu: str, shape: str, args: Mapping[str, Any], max_model_len: int,
                  tensor_parallel_size: int = 1, dtype: str = "bfloat16",
                  calibration: Calibration | None = None,
-                 speculative: Mapping[str, Mapping[str, Any]] | None = None) -> None:
-        """`speculative`: the study's figures per method (acceptance_length, at_tokens, draft_layers)."""
+                 speculative: Mapping[str, Mapping[str, Any]] | None = None,
+                 sglang_terms: SGLangTerms | None = SGLANG_FITTED) -> None:
+        """`speculative`: the study's figures per method (acceptance_length, at_tokens, draft_layers);
+        `sglang_terms`: SGLang's own step-cost terms over the calibration (None: the calibration alone)."""
         self._init_kw: dict[str, Any] = dict(flavour=flavour, gpu=gpu, shape=shape, args=dict(args),
                                              max_model_len=max_model_len, tensor_parallel_size=tensor_parallel_size,
-                                             dtype=dtype, calibration=calibration, speculative=speculative)
+                                             dtype=dtype, calibration=calibration, speculative=speculative,
+                                             sglang_terms=sglang_terms)
         self.flavour = flavour
         self.shape = get_shape(shape)
         self.gpu = get_gpu(gpu)
@@ -57,6 +61,8 @@ class SimulatedEngine:
         self.spec = spec_plan(flavour, cfg, methods)
         draft_layers = self.spec.draft_layers if self.spec else 0
         prec: dict[str, Any] = {"fp8_weights": fp8_w, "fp8_kv": fp8_kv, "draft_layers": draft_layers}
+        if flavour != "vllm":
+            self.cal = sglang_calibration(self.cal, sglang_terms, cfg.get("attention_backend"))
         if flavour == "vllm":
             plan = plan_vllm(self.shape, self.gpu, cfg, max_model_len, self.tp, dtype, **prec)
             eager = cfg["enforce_eager"]

@@ -1,0 +1,116 @@
+"""Fit SGLang's step-cost terms (tuner/sim/sglang_cost.py) on SGLang's own decode-batch log lines.
+
+SGLang logs every 40 decode steps (`decode_log_interval`) a line with `#running-req`, `#token` (KV tokens held by
+running requests; the radix cache's evictable tokens are not counted) and `gen throughput` (tokens generated
+since the last line / the time since it). Between two such lines with no prefill batch in between and a batch
+size that moved by at most 15 %, one decode step took (mean batch size) / throughput. Each such interval is one
+sample (batch size n, context tokens, step seconds).
+
+The model: step = the base calibration's decode step without KV reads (weights, per-step and per-token
+overheads, as for vLLM) + `step_extra_s` + context x KV bytes per token / (HBM bandwidth x `triton_e_kv`).
+Least squares over the fit samples gives `step_extra_s` and `triton_e_kv`. FP8 is not fitted: SGLang's FP8
+weight gain is the exact halved bytes (2.0) and the triton FP8 KV/attention gains 1.0 (priors, printed
+against the FP8 trial's samples as a held-out check).
+
+Fit: h200-sglang-dynamic trial 0 (6 req/s) and the joint study's SGLang trial 1 at 6 and 12 req/s (its log's
+first two points). Held out: trial 1 at 9 req/s (the log's third point) and trial 3 (FP8 weights + KV) at 6
+and 12 req/s. The study points of the same split are checked end to end by benchmarks/sim_fidelity.py.
+
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/calibrate_sglang.py
+"""
+
+from __future__ import annotations
+
+import gzip
+import re
+import statistics
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tuner.sim.calibration import SGLANG_FITTED  # noqa: E402
+from tuner.sim.engine import SimulatedEngine  # noqa: E402
+from tuner.sim.sglang_cost import SGLangTerms  # noqa: E402
+
+H200 = ROOT / "benchmarks/results/h200"
+ALONE = H200 / "h200-sglang-dynamic/trials/000-94acd754.engine.log.gz"
+JOINT_T1 = H200 / "h200-joint-dynamic/trials/001-da49081a.engine.log.gz"  # triton, BF16: @6, @12, @9 in order
+JOINT_T3 = H200 / "h200-joint-dynamic/trials/003-5ce28921.engine.log.gz"  # triton, FP8 weights + KV: @6, @12
+POINT_START = "#new-token: 4790,"  # the study's first warm-up prompt (seed 0): each load point starts with it
+DECODE = re.compile(r"Decode batch, #running-req: (\d+), #token: (\d+), .*gen throughput \(token/s\): ([\d.]+)")
+TRITON_BF16 = {"attention_backend": "triton"}
+TRITON_FP8 = {"attention_backend": "triton", "quantization": "fp8", "kv_cache_dtype": "fp8_e4m3"}
+
+
+def decode_samples(path: Path) -> list[list[tuple[float, float, float]]]:
+    """Per load point of the log: (mean batch size, context tokens, seconds per decode step) per clean interval."""
+    points: list[list[tuple[float, float, float]]] = []
+    prev: int | None = None
+    with gzip.open(path, "rt", errors="replace") as f:
+        for line in f:
+            if "Prefill batch" in line:
+                if POINT_START in line:
+                    points.append([])
+                prev = None
+                continue
+            m = DECODE.search(line)
+            if not m or not points:
+                continue
+            n, ctx, thr = int(m[1]), int(m[2]), float(m[3])
+            if prev is not None and thr > 0 and abs(n - prev) <= 0.15 * prev + 1:
+                nm = (n + prev) / 2
+                points[-1].append((nm, float(ctx), nm / thr))
+            prev = n
+    return points
+
+
+def engine(args: dict[str, str], terms: SGLangTerms | None) -> SimulatedEngine:
+    return SimulatedEngine(flavour="sglang", gpu="H200", shape="qwen3-8b", args=args, max_model_len=16384,
+                           sglang_terms=terms)
+
+
+def predicted(eng: SimulatedEngine, samples: list[tuple[float, float, float]]) -> np.ndarray:
+    """The simulator's decode step at each sample (a fractional mean batch size interpolated)."""
+    c = eng.cost
+
+    def base(n: float) -> float:
+        lo = int(n)
+        return (1 - (n - lo)) * c.decode_base(lo, True) + (n - lo) * c.decode_base(lo + 1, True)
+
+    return np.array([base(n) + c.dec_b * ctx for n, ctx, _ in samples])
+
+
+def errors(eng: SimulatedEngine, samples: list[tuple[float, float, float]]) -> list[float]:
+    real = np.array([s[2] for s in samples])
+    return list(np.abs(predicted(eng, samples) / real - 1) * 100)
+
+
+def main() -> None:
+    alone, t1, t3 = decode_samples(ALONE), decode_samples(JOINT_T1), decode_samples(JOINT_T3)
+    assert len(alone) == 1 and len(t1) == 3 and len(t3) == 2, (len(alone), len(t1), len(t3))
+    fit = alone[0] + t1[0] + t1[1]
+    plain = engine(TRITON_BF16, None)  # the base calibration: y - its step without KV reads = extra + slope x ctx
+    ctx = np.array([s[1] for s in fit])
+    y = np.array([s[2] for s in fit]) - (predicted(plain, fit) - plain.cost.dec_b * ctx)
+    (extra, slope), *_ = np.linalg.lstsq(np.c_[np.ones(len(fit)), ctx], y, rcond=None)
+    e_kv = plain.cost.dec_b * plain.cal.e_kv / slope  # dec_b = KV bytes per token / (bandwidth x e_kv)
+    print(f"fit samples={len(fit)} (h200-sglang-dynamic t0 @6, h200-joint-dynamic t1 @6 @12): "
+          f"step_extra_s={extra:.6g} triton_e_kv={e_kv:.6g}")
+    cur = SGLANG_FITTED
+    print(f"in tuner/sim/calibration.py: step_extra_s={cur.step_extra_s:.6g} triton_e_kv={cur.triton_e_kv:.6g} "
+          f"fp8_w_gain={cur.fp8_w_gain:g} triton_fp8_kv_gain={cur.triton_fp8_kv_gain:g}")
+    sets = (("fit", fit, TRITON_BF16), ("held-out t1 @9", t1[2], TRITON_BF16),
+            ("held-out t3 fp8 @6", t3[0], TRITON_FP8), ("held-out t3 fp8 @12", t3[1], TRITON_FP8))
+    for name, smp, args in sets:
+        old, new = errors(engine(args, None), smp), errors(engine(args, cur), smp)
+        print(f"  {name:20s} samples={len(smp):3d} decode step |error| median/max %: "
+              f"without SGLang terms {statistics.median(old):5.1f}/{max(old):5.1f}  "
+              f"with {statistics.median(new):5.1f}/{max(new):5.1f}")
+
+
+if __name__ == "__main__":
+    main()

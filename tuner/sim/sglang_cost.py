@@ -1,0 +1,40 @@
+"""SGLang's own step-cost terms, over the vLLM-fitted calibration (issue 17).
+
+The base calibration (tuner/sim/calibration.py FITTED) is fitted on vLLM 0.26.0, whose decode steps on the
+H200 cost the weight read plus about 0.6 ms. SGLang 0.5.17's decode steps, measured from its own decode-batch
+log lines (benchmarks/calibrate_sglang.py), cost several milliseconds more at every batch size, and with
+`--attention-backend triton` (what the H200 runs used: FlashAttention-3 is not carried) the decode kernel reads
+context more slowly and gains nothing from an FP8 KV cache (the triton kernels dequantise FP8 to BF16 inside the
+kernel and are not bandwidth-bound). FP8 weights in SGLang halve the weight bytes (its FP8 GEMMs at small batch),
+where vLLM's fitted weight-read gain is 1.1. So an SGLang engine runs on the base calibration with these terms
+applied; vLLM engines never see them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from tuner.sim.fit import Calibration
+
+
+@dataclass(frozen=True, slots=True)
+class SGLangTerms:
+    """What SGLang changes in the step cost (each field says what fitted it in tuner/sim/calibration.py)."""
+
+    step_extra_s: float  # added to every step's fixed overhead (all attention backends)
+    fp8_w_gain: float  # weight-read speed-up of FP8 linear layers (2 = the halved bytes exactly)
+    triton_e_kv: float  # KV-read efficiency of the triton decode attention kernel
+    triton_fp8_kv_gain: float = 1.0  # triton: KV reads from an FP8 cache cost as BF16's
+    triton_fp8_attn_gain: float = 1.0  # triton: no FP8 tensor-core attention
+
+
+def sglang_calibration(cal: Calibration, terms: SGLangTerms | None, attention_backend: str | None) -> Calibration:
+    """The calibration an SGLang engine runs on: `cal` with `terms` applied (None: `cal` unchanged)."""
+    if terms is None:
+        return cal
+    kw: dict[str, float] = {"o_step_s": cal.o_step_s + terms.step_extra_s, "fp8_w_gain": terms.fp8_w_gain}
+    if attention_backend == "triton":
+        kw.update(e_kv=terms.triton_e_kv, fp8_kv_gain=terms.triton_fp8_kv_gain,
+                  fp8_attn_gain=terms.triton_fp8_attn_gain)
+    return dataclasses.replace(cal, **kw)
