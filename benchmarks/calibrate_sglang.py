@@ -12,6 +12,12 @@ Least squares over the fit samples gives `step_extra_s` and `triton_e_kv`. FP8 i
 weight gain is the exact halved bytes (2.0) and the triton FP8 KV/attention gains 1.0 (priors, printed
 against the FP8 trial's samples as a held-out check).
 
+Prefill: SGLang's prefill steps are not in its log with their duration (the overlap scheduler logs a batch when it
+is scheduled), so `triton_e_attn` (the FLOP efficiency of triton's prefill attention; the base's 0.536 is FA
+on vLLM) is chosen on a grid to minimise the mean |error| over output tok/s, P50/P99 TTFT and P50/P99 TPOT of
+the fit study points (each simulated as sim_fidelity.py does, with the decode terms above), and every SGLang
+study point's errors are printed at the chosen value, held-out ones marked.
+
 Fit: h200-sglang-dynamic trial 0 (6 req/s) and the joint study's SGLang trial 1 at 6 and 12 req/s (its log's
 first two points). Held out: trial 1 at 9 req/s (the log's third point) and trial 3 (FP8 weights + KV) at 6
 and 12 req/s. The study points of the same split are checked end to end by benchmarks/sim_fidelity.py.
@@ -21,6 +27,7 @@ and 12 req/s. The study points of the same split are checked end to end by bench
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import re
 import statistics
@@ -32,9 +39,13 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tuner.sim.calibration import SGLANG_FITTED  # noqa: E402
+from tuner.load.capacity import measure_point  # noqa: E402
+from tuner.load.target import VirtualTarget  # noqa: E402
+from tuner.sim.calibration import SGLANG_FIT_POINTS, SGLANG_FITTED  # noqa: E402
 from tuner.sim.engine import SimulatedEngine  # noqa: E402
+from tuner.sim.reference import FIGURES, REPO, STUDY_SETS, StudyPoint, study_points  # noqa: E402
 from tuner.sim.sglang_cost import SGLangTerms  # noqa: E402
+from tuner.spec.load import load_study  # noqa: E402
 
 H200 = ROOT / "benchmarks/results/h200"
 ALONE = H200 / "h200-sglang-dynamic/trials/000-94acd754.engine.log.gz"
@@ -89,6 +100,44 @@ def errors(eng: SimulatedEngine, samples: list[tuple[float, float, float]]) -> l
     return list(np.abs(predicted(eng, samples) / real - 1) * 100)
 
 
+def simulate_point(sp: StudyPoint, terms: SGLangTerms | None) -> dict[str, float]:
+    """An SGLang study point through the simulator with `terms` (as tuner.sim.reference.simulate_study_point)."""
+    study = load_study(REPO / sp.study)
+    eng = SimulatedEngine(flavour=sp.engine, gpu="H200", shape=study.model.shape or "qwen3-8b", args=dict(sp.args),
+                          max_model_len=study.model.max_model_len, dtype=study.model.dtype, sglang_terms=terms)
+    point, _ = measure_point(VirtualTarget(eng), study.workload, study.sla, study.capacity, sp.load, seed=study.seed,
+                             max_model_len=study.model.max_model_len, base_dir=REPO)
+    return {f: float(point.summary[f]) for f in FIGURES}
+
+
+def point_errors(sp: StudyPoint, terms: SGLangTerms | None) -> list[float]:
+    sim, real = simulate_point(sp, terms), dict(sp.real)
+    return [(sim[f] / real[f] - 1) * 100 for f in FIGURES]
+
+
+def fit_prefill(terms: SGLangTerms) -> None:
+    """Grid over triton_e_attn on the fit study points; every SGLang study point's errors at the best value."""
+    pts = [sp for results, study in STUDY_SETS for sp in study_points(results, study) if sp.engine == "sglang"]
+    fit = [sp for sp in pts if (sp.results, sp.trial, sp.load) in SGLANG_FIT_POINTS]
+    assert len(fit) == len(SGLANG_FIT_POINTS), [sp.name for sp in fit]
+    grid = [None] + [round(0.2 + 0.01 * i, 2) for i in range(21)]
+    score = {}
+    for ea in grid:
+        t = dataclasses.replace(terms, triton_e_attn=ea)
+        score[ea] = statistics.mean(abs(e) for sp in fit for e in point_errors(sp, t))
+    best = min(score, key=lambda k: score[k])
+    print("prefill: mean |error| % over the fit points by triton_e_attn: "
+          + " ".join(f"{k}:{v:.1f}" for k, v in score.items()))
+    print(f"best triton_e_attn={best} (in tuner/sim/calibration.py: {SGLANG_FITTED.triton_e_attn})")
+    print("signed error % (tok/s TTFT50 TTFT99 TPOT50 TPOT99) with the terms in tuner/sim/calibration.py, and "
+          "without SGLang terms:")
+    for sp in pts:
+        tag = "fit" if sp in fit else "held-out"
+        now = " ".join(f"{e:4.0f}" for e in point_errors(sp, SGLANG_FITTED))
+        before = " ".join(f"{e:4.0f}" for e in point_errors(sp, None))
+        print(f"  {sp.name:58s} {tag:8s} {now}   (before: {before})")
+
+
 def main() -> None:
     alone, t1, t3 = decode_samples(ALONE), decode_samples(JOINT_T1), decode_samples(JOINT_T3)
     assert len(alone) == 1 and len(t1) == 3 and len(t3) == 2, (len(alone), len(t1), len(t3))
@@ -110,6 +159,7 @@ def main() -> None:
         print(f"  {name:20s} samples={len(smp):3d} decode step |error| median/max %: "
               f"without SGLang terms {statistics.median(old):5.1f}/{max(old):5.1f}  "
               f"with {statistics.median(new):5.1f}/{max(new):5.1f}")
+    fit_prefill(dataclasses.replace(cur, step_extra_s=float(extra), triton_e_kv=float(e_kv)))
 
 
 if __name__ == "__main__":

@@ -61,6 +61,8 @@ class SimulatedEngine:
         self.spec = spec_plan(flavour, cfg, methods)
         draft_layers = self.spec.draft_layers if self.spec else 0
         prec: dict[str, Any] = {"fp8_weights": fp8_w, "fp8_kv": fp8_kv, "draft_layers": draft_layers}
+        # SGLang's overlap scheduler admits a request one step later, as vLLM's async scheduling does
+        self.sglang_overlap = flavour != "vllm" and sglang_terms is not None and bool(sglang_terms.overlap)
         if flavour != "vllm":
             self.cal = sglang_calibration(self.cal, sglang_terms, cfg.get("attention_backend"))
         if flavour == "vllm":
@@ -182,9 +184,9 @@ class SimulatedEngine:
         # the API server streams every running sequence's tokens before it reads, tokenizes and hands on a
         # new prompt: the engine sees a request per_seq x (sequences running) after it was sent
         per_seq = self.cal.ingress_per_seq_s
-        # vLLM async scheduling: the step starting now was scheduled when the last one started, so a request
+        # vLLM async scheduling (and SGLang's overlap scheduler): the step starting now was scheduled when the last one started, so a request
         # that reached the engine during the last step waits one more step
-        ahead = bool(self.cal.sched_ahead) and self.flavour == "vllm"
+        ahead = (bool(self.cal.sched_ahead) and self.flavour == "vllm") or self.sglang_overlap
         if isinstance(sched, VLLMScheduler):  # advance takes the extra step itself (see VLLMScheduler.advance)
             sched.ahead, sched.stop_at = ahead, t_stop
         finished = sched.finished

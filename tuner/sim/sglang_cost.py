@@ -25,16 +25,22 @@ class SGLangTerms:
     step_extra_s: float  # added to every step's fixed overhead (all attention backends)
     fp8_w_gain: float  # weight-read speed-up of FP8 linear layers (2 = the halved bytes exactly)
     triton_e_kv: float  # KV-read efficiency of the triton decode attention kernel
+    triton_e_attn: float | None = None  # FLOP efficiency of triton's prefill (extend) attention (None: the base's)
     triton_fp8_kv_gain: float = 1.0  # triton: KV reads from an FP8 cache cost as BF16's
     triton_fp8_attn_gain: float = 1.0  # triton: no FP8 tensor-core attention
+    # the overlap scheduler (SGLang's default): the next step is scheduled while this one runs, so a request that
+    # reaches the scheduler during a step joins a batch one step later (as vLLM's async scheduling); 0 = off
+    overlap: int = 1
 
 
 def sglang_calibration(cal: Calibration, terms: SGLangTerms | None, attention_backend: str | None) -> Calibration:
     """The calibration an SGLang engine runs on: `cal` with `terms` applied (None: `cal` unchanged)."""
     if terms is None:
         return cal
-    kw: dict[str, float] = {"o_step_s": cal.o_step_s + terms.step_extra_s, "fp8_w_gain": terms.fp8_w_gain}
+    cal = dataclasses.replace(cal, o_step_s=cal.o_step_s + terms.step_extra_s, fp8_w_gain=terms.fp8_w_gain)
     if attention_backend == "triton":
-        kw.update(e_kv=terms.triton_e_kv, fp8_kv_gain=terms.triton_fp8_kv_gain,
-                  fp8_attn_gain=terms.triton_fp8_attn_gain)
-    return dataclasses.replace(cal, **kw)
+        cal = dataclasses.replace(cal, e_kv=terms.triton_e_kv, fp8_kv_gain=terms.triton_fp8_kv_gain,
+                                  fp8_attn_gain=terms.triton_fp8_attn_gain)
+        if terms.triton_e_attn is not None:
+            cal = dataclasses.replace(cal, e_attn=terms.triton_e_attn)
+    return cal

@@ -182,6 +182,7 @@ class SGLangScheduler(Core):
             kv += s.L + c
             if s.L + c == s.target:
                 logits += 1
+        self.last_start = self.now
         self.now += self.cost.step(tokens, logits, pairs, kv, False)
         self.steps += 1
         t_out = self.now + self.frontend
@@ -214,6 +215,7 @@ class SGLangScheduler(Core):
                 return
         self.free -= need
         n = self.n_dec
+        self.last_start = self.now
         self.now += self._decode_cost()
         self.steps += 1
         t_out = self.now + self.frontend
