@@ -15,12 +15,15 @@ against the FP8 trial's samples as a held-out check).
 Prefill: SGLang's prefill steps are not in its log with their duration (the overlap scheduler logs a batch when it
 is scheduled), so `triton_e_attn` (the FLOP efficiency of triton's prefill attention; the base's 0.536 is FA
 on vLLM) is chosen on a grid to minimise the mean |error| over output tok/s, P50/P99 TTFT and P50/P99 TPOT of
-the fit study points (each simulated as sim_fidelity.py does, with the decode terms above), and every SGLang
-study point's errors are printed at the chosen value, held-out ones marked.
+the BF16 fit study points (each simulated as sim_fidelity.py does, with the decode terms above); then SGLang's
+`fp8_lin_gain` (FP8 prefill GEMMs; the study ran with SGLANG_ENABLE_JIT_DEEPGEMM=0) the same way on the one FP8
+fit point, trial 3 at 6 req/s (leave-one-out: trial 3 at 12 req/s stays held out). Every SGLang study point's
+errors are printed, held-out ones marked, also with FP8 on the priors alone.
 
-Fit: h200-sglang-dynamic trial 0 (6 req/s) and the joint study's SGLang trial 1 at 6 and 12 req/s (its log's
-first two points). Held out: trial 1 at 9 req/s (the log's third point) and trial 3 (FP8 weights + KV) at 6
-and 12 req/s. The study points of the same split are checked end to end by benchmarks/sim_fidelity.py.
+Fit (decode terms): h200-sglang-dynamic trial 0 (6 req/s) and the joint study's SGLang trial 1 at 6 and 12 req/s
+(its log's first two points). Held out: trial 1 at 9 req/s (the log's third point) and trial 3 (FP8 weights +
+KV) at 6 and 12 req/s. The study points (tuner.sim.calibration.SGLANG_FIT_POINTS; the others held out) are
+checked end to end by benchmarks/sim_fidelity.py.
 
     PYTHONPATH=$PWD .venv/bin/python benchmarks/calibrate_sglang.py
 """
@@ -115,27 +118,39 @@ def point_errors(sp: StudyPoint, terms: SGLangTerms | None) -> list[float]:
     return [(sim[f] / real[f] - 1) * 100 for f in FIGURES]
 
 
+def _fp8(sp: StudyPoint) -> bool:
+    return dict(sp.args).get("quantization") == "fp8"
+
+
+def _grid(name: str, terms: SGLangTerms, grid: list[float | None], fit: list[StudyPoint]) -> float | None:
+    """The value of `name` on `grid` with the least mean |error| over the fit points' five figures."""
+    score = {}
+    for v in grid:
+        t = dataclasses.replace(terms, **{name: v})
+        score[v] = statistics.mean(abs(e) for sp in fit for e in point_errors(sp, t))
+    best = min(score, key=lambda k: score[k])
+    print(f"{name}: mean |error| % over {len(fit)} fit point(s): " + " ".join(f"{k}:{v:.1f}" for k, v in score.items()))
+    print(f"  best {name}={best} (in tuner/sim/calibration.py: {getattr(SGLANG_FITTED, name)})")
+    return best
+
+
 def fit_prefill(terms: SGLangTerms) -> None:
-    """Grid over triton_e_attn on the fit study points; every SGLang study point's errors at the best value."""
+    """Grids over triton_e_attn (BF16 fit points), then SGLang's fp8_lin_gain (the FP8 fit point); every SGLang
+    study point's errors with the terms in tuner/sim/calibration.py."""
     pts = [sp for results, study in STUDY_SETS for sp in study_points(results, study) if sp.engine == "sglang"]
     fit = [sp for sp in pts if (sp.results, sp.trial, sp.load) in SGLANG_FIT_POINTS]
     assert len(fit) == len(SGLANG_FIT_POINTS), [sp.name for sp in fit]
-    grid = [None] + [round(0.2 + 0.01 * i, 2) for i in range(21)]
-    score = {}
-    for ea in grid:
-        t = dataclasses.replace(terms, triton_e_attn=ea)
-        score[ea] = statistics.mean(abs(e) for sp in fit for e in point_errors(sp, t))
-    best = min(score, key=lambda k: score[k])
-    print("prefill: mean |error| % over the fit points by triton_e_attn: "
-          + " ".join(f"{k}:{v:.1f}" for k, v in score.items()))
-    print(f"best triton_e_attn={best} (in tuner/sim/calibration.py: {SGLANG_FITTED.triton_e_attn})")
-    print("signed error % (tok/s TTFT50 TTFT99 TPOT50 TPOT99) with the terms in tuner/sim/calibration.py, and "
-          "without SGLang terms:")
+    e_attn = _grid("triton_e_attn", terms, [None] + [round(0.2 + 0.01 * i, 2) for i in range(21)],
+                   [sp for sp in fit if not _fp8(sp)])
+    _grid("fp8_lin_gain", dataclasses.replace(terms, triton_e_attn=e_attn),
+          [None] + [round(1.0 + 0.05 * i, 2) for i in range(21)], [sp for sp in fit if _fp8(sp)])
+    print("signed error % (tok/s TTFT50 TTFT99 TPOT50 TPOT99) with the terms in tuner/sim/calibration.py; with them "
+          "but FP8 on priors only (fp8_lin_gain: vLLM's); without SGLang terms:")
+    prior = dataclasses.replace(SGLANG_FITTED, fp8_lin_gain=None)
     for sp in pts:
         tag = "fit" if sp in fit else "held-out"
-        now = " ".join(f"{e:4.0f}" for e in point_errors(sp, SGLANG_FITTED))
-        before = " ".join(f"{e:4.0f}" for e in point_errors(sp, None))
-        print(f"  {sp.name:58s} {tag:8s} {now}   (before: {before})")
+        cells = [" ".join(f"{e:4.0f}" for e in point_errors(sp, t)) for t in (SGLANG_FITTED, prior, None)]
+        print(f"  {sp.name:58s} {tag:8s} {cells[0]}   (FP8 priors: {cells[1]})   (before: {cells[2]})")
 
 
 def main() -> None:

@@ -38,18 +38,21 @@ FITTED = Calibration(
 # step_extra_s and triton_e_kv: fitted by benchmarks/calibrate_sglang.py on SGLang 0.5.17's decode-batch log lines
 # (triton attention, BF16) of h200-sglang-dynamic trial 0 @6 and h200-joint-dynamic trial 1 @6 and @12 req/s;
 # triton_e_attn (prefill attention): chosen by the same script on a grid, min mean |error| over tok/s, TTFT50/99,
-# TPOT50/99 of the same three load points (SGLANG_FIT_POINTS) simulated end to end. Held out: trial 1 @9 and the FP8
-# trial 3 (@6, @12). fp8_w_gain (2.0: the halved weight bytes) and the triton FP8 KV / attention gains (1.0: the
-# kernel dequantises to BF16) are priors, not fitted; overlap (SGLang's default overlap scheduler) is not fitted.
+# TPOT50/99 of the same three BF16 load points simulated end to end; fp8_lin_gain (SGLang's FP8 prefill GEMMs) the
+# same way on the FP8 trial 3 @6 alone (leave-one-out). Held out: trial 1 @9 and trial 3 @12. fp8_w_gain (2.0: the
+# halved weight bytes) and the triton FP8 KV / attention gains (1.0: the kernel dequantises to BF16) are priors, not
+# fitted; overlap (SGLang's default overlap scheduler) is not fitted.
 SGLANG_FIT_POINTS = (  # (results folder, trial, load): the SGLang study points fitted on; the others are held out
     ("benchmarks/results/h200/h200-sglang-dynamic", 0, 6.0),
     ("benchmarks/results/h200/h200-joint-dynamic", 1, 6.0),
     ("benchmarks/results/h200/h200-joint-dynamic", 1, 12.0),
+    ("benchmarks/results/h200/h200-joint-dynamic", 3, 6.0),  # FP8 weights + KV: fp8_lin_gain only
 )
 SGLANG_FITTED = SGLangTerms(
     step_extra_s=0.00253653,
     fp8_w_gain=2.0,
     triton_e_kv=0.713005,
+    fp8_lin_gain=1.45,
     triton_e_attn=0.28,
     triton_fp8_kv_gain=1.0,
     triton_fp8_attn_gain=1.0,
