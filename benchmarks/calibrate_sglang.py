@@ -153,6 +153,33 @@ def fit_prefill(terms: SGLangTerms) -> None:
         print(f"  {sp.name:58s} {tag:8s} {cells[0]}   (FP8 priors: {cells[1]})   (before: {cells[2]})")
 
 
+REQUESTS = (H200 / "h200-sglang-dynamic/requests_baseline.parquet",
+            H200 / "h200-joint-dynamic/requests_sglang_baseline.parquet")  # per request, both @6 (fit points)
+QUANTILES = (10, 25, 50, 75, 90, 95, 99)
+
+
+def replay_requests() -> None:
+    """Per-request distributions at 6 req/s: the measured phase (warm-ups ran before it) fed to the simulator with
+    its real send times and lengths; ITL and TTFT quantiles, sim / real ms, with and without the SGLang terms."""
+    import pyarrow.parquet as pq
+
+    from tuner.load.records import Request
+
+    for path in REQUESTS:
+        rows = [r for r in pq.read_table(path).to_pylist() if not r["error"] and not r["warmup"]]
+        reqs = [Request(i, float(r["sent_s"]), int(r["input_len"]), int(r["output_len"])) for i, r in enumerate(rows)]
+        real_itl = np.concatenate([np.diff(r["token_times"]) for r in rows]) * 1e3
+        real_ttft = np.array([r["ttft_ms"] for r in rows])
+        for label, terms in (("with", SGLANG_FITTED), ("without", None)):
+            recs = engine(TRITON_BF16, terms).run(reqs)
+            itl = np.concatenate([np.diff(x.token_times) for x in recs]) * 1e3
+            ttft = np.array([(x.first_token_s - x.sent_s) * 1e3 for x in recs])  # type: ignore[operator]
+            cells = " ".join(f"P{q}={s:.1f}/{r:.1f}" for q, s, r in zip(
+                QUANTILES, np.percentile(itl, QUANTILES), np.percentile(real_itl, QUANTILES), strict=True))
+            print(f"  {path.parent.name} ({label} SGLang terms): ITL {cells}  TTFT P50={np.median(ttft):.0f}/"
+                  f"{np.median(real_ttft):.0f} P99={np.percentile(ttft, 99):.0f}/{np.percentile(real_ttft, 99):.0f}")
+
+
 def main() -> None:
     alone, t1, t3 = decode_samples(ALONE), decode_samples(JOINT_T1), decode_samples(JOINT_T3)
     assert len(alone) == 1 and len(t1) == 3 and len(t3) == 2, (len(alone), len(t1), len(t3))
@@ -175,6 +202,8 @@ def main() -> None:
               f"without SGLang terms {statistics.median(old):5.1f}/{max(old):5.1f}  "
               f"with {statistics.median(new):5.1f}/{max(new):5.1f}")
     fit_prefill(dataclasses.replace(cur, step_extra_s=float(extra), triton_e_kv=float(e_kv)))
+    print("per-request replays at 6 req/s (sim/real ms):")
+    replay_requests()
 
 
 if __name__ == "__main__":
