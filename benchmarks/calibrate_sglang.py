@@ -25,13 +25,17 @@ Fit (decode terms): h200-sglang-dynamic trial 0 (6 req/s) and the joint study's 
 KV) at 6 and 12 req/s. The study points (tuner.sim.calibration.SGLANG_FIT_POINTS; the others held out) are
 checked end to end by benchmarks/sim_fidelity.py.
 
-    PYTHONPATH=$PWD .venv/bin/python benchmarks/calibrate_sglang.py
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/calibrate_sglang.py [SWEEP_DIR]
+
+SWEEP_DIR: a folder of `vllm bench serve` JSON results of an SGLang rate sweep (fixed lengths, Poisson arrivals
+drawn as `vllm bench serve --seed 0` does), checked as held-out points with and without the SGLang terms.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import gzip
+import json
 import re
 import statistics
 import sys
@@ -180,6 +184,31 @@ def replay_requests() -> None:
                   f"{np.median(real_ttft):.0f} P99={np.percentile(ttft, 99):.0f}/{np.percentile(real_ttft, 99):.0f}")
 
 
+def sweep_check(folder: Path, terms: SGLangTerms | None = SGLANG_FITTED) -> list[dict[str, float]]:
+    """`vllm bench serve` result files of an SGLang rate sweep (fixed input/output lengths, Poisson, --seed 0,
+    triton attention, the 8B dummy model) through the simulator with `terms`: sim/real per point, |error| %."""
+    from tuner.sim.reference import METRICS, RefPoint, figures, workload
+
+    out = []
+    for f in sorted(folder.glob("*.json")):
+        data = json.loads(f.read_text())
+        if "request_rate" not in data or "output_throughput" not in data:
+            continue
+        rate = float(data["request_rate"]) if data["request_rate"] not in ("inf", None) else 0.0
+        ins, outs = data.get("input_lens") or [2048], data.get("output_lens") or [512]
+        point = RefPoint(f.stem, f.name, rate=rate, prompts=int(data.get("num_prompts") or data["completed"]),
+                         input_len=int(statistics.median(ins)), output_len=int(statistics.median(outs)),
+                         set_name="sglang-sweep", max_model_len=16384)
+        real = {m: float(data.get(m, data.get(m.replace("p50_", "median_"), float("nan")))) for m in METRICS}
+        sim = figures(engine(TRITON_BF16, terms).run(workload(point)))
+        err = {m: abs(sim[m] / real[m] - 1) * 100 for m in METRICS}
+        out.append(err)
+        print(f"  {f.name:40s} rate={rate:5.2f} n={point.prompts:4d} in/out={point.input_len}/{point.output_len} "
+              + " ".join(f"{m.replace('_ms', '').replace('output_throughput', 'tok/s')}={sim[m]:.1f}/{real[m]:.1f} "
+                         f"{err[m]:.0f}%" for m in METRICS))
+    return out
+
+
 def main() -> None:
     alone, t1, t3 = decode_samples(ALONE), decode_samples(JOINT_T1), decode_samples(JOINT_T3)
     assert len(alone) == 1 and len(t1) == 3 and len(t3) == 2, (len(alone), len(t1), len(t3))
@@ -204,6 +233,13 @@ def main() -> None:
     fit_prefill(dataclasses.replace(cur, step_extra_s=float(extra), triton_e_kv=float(e_kv)))
     print("per-request replays at 6 req/s (sim/real ms):")
     replay_requests()
+    if len(sys.argv) > 1:  # an SGLang rate sweep's folder of `vllm bench serve` JSON files: held out entirely
+        for label, terms in (("with", SGLANG_FITTED), ("without", None)):
+            print(f"sweep {sys.argv[1]} ({label} SGLang terms; sim/real, |error| %):")
+            errs = sweep_check(Path(sys.argv[1]), terms)
+            if errs:
+                print("  median |error| %: " + " ".join(f"{k}={statistics.median(e[k] for e in errs):.1f}"
+                                                      for k in errs[0]))
 
 
 if __name__ == "__main__":
