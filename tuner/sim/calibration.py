@@ -53,7 +53,7 @@ SGLANG_FITTED = SGLangTerms(
     fp8_w_gain=2.0,
     triton_e_kv=0.713005,
     fp8_lin_gain=1.45,
-    triton_e_attn=0.28,
+    triton_e_attn=0.27,
     triton_fp8_kv_gain=1.0,
     triton_fp8_attn_gain=1.0,
 )

@@ -86,12 +86,13 @@ def knobs(flavour: str) -> dict[str, type]:
 
 
 def _sglang_chunk(gpu: GPU) -> int:
-    """SGLang picks chunked_prefill_size from the GPU memory size."""
+    """SGLang picks chunked_prefill_size from the GPU memory size (0.5.x server_args: 8k up to 160 GiB, H200 included,
+    as its H200 log says; 16k from B200 / MI300 up)."""
     if gpu.mem_gib < 35:
         return 2048
     if gpu.mem_gib < 60:
         return 4096
-    if gpu.mem_gib < 100:
+    if gpu.mem_gib < 160:
         return 8192
     return 16384
 
