@@ -138,6 +138,17 @@ def _grid(name: str, terms: SGLangTerms, grid: list[float | None], fit: list[Stu
     return best
 
 
+def leave_one_out(terms: SGLangTerms, bf16: list[StudyPoint]) -> None:
+    """triton_e_attn fitted on all BF16 SGLang study points but one (held-out t1 @9 included), that one predicted."""
+    grid = [round(0.2 + 0.01 * i, 2) for i in range(21)]
+    errs = {v: {sp: point_errors(sp, dataclasses.replace(terms, triton_e_attn=v)) for sp in bf16} for v in grid}
+    print("leave-one-out over the BF16 points (triton_e_attn fitted on the others; the left-out point's signed error %):")
+    for out in bf16:
+        rest = [sp for sp in bf16 if sp is not out]
+        best = min(grid, key=lambda v: statistics.mean(abs(e) for sp in rest for e in errs[v][sp]))
+        print(f"  {out.name:58s} triton_e_attn={best} " + " ".join(f"{e:4.0f}" for e in errs[best][out]))
+
+
 def fit_prefill(terms: SGLangTerms) -> None:
     """Grids over triton_e_attn (BF16 fit points), then SGLang's fp8_lin_gain (the FP8 fit point); every SGLang
     study point's errors with the terms in tuner/sim/calibration.py."""
@@ -148,6 +159,7 @@ def fit_prefill(terms: SGLangTerms) -> None:
                    [sp for sp in fit if not _fp8(sp)])
     _grid("fp8_lin_gain", dataclasses.replace(terms, triton_e_attn=e_attn),
           [None] + [round(1.0 + 0.05 * i, 2) for i in range(21)], [sp for sp in fit if _fp8(sp)])
+    leave_one_out(terms, [sp for sp in pts if not _fp8(sp)])
     print("signed error % (tok/s TTFT50 TTFT99 TPOT50 TPOT99) with the terms in tuner/sim/calibration.py; with them "
           "but FP8 on priors only (fp8_lin_gain: vLLM's); without SGLang terms:")
     prior = dataclasses.replace(SGLANG_FITTED, fp8_lin_gain=None)
