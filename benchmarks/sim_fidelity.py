@@ -12,6 +12,10 @@ benchmarks/calibrate_sim.py. A point not fitted on counts as held out only by wh
   benchmarks/reference/h200-vllm-0.26.0-qwen3-14b);
 - repeat: the same configuration and rate was fitted (e.g. a re-run): not held out at all.
 
+Study points of other H200 studies are reported by group (tuner.sim.reference.study_group), with '/fit' where a
+calibration fitted on them; SGLang points fitted by benchmarks/calibrate_sglang.py are those in
+tuner.sim.calibration.SGLANG_FIT_POINTS, the other SGLang points are held out.
+
 The points with per-request records (tuner.sim.reference.RECORDS) are also replayed request by request
 (measured send times): their ITL quantiles P10..P99 and TTFT P50/P99, sim vs real.
 
