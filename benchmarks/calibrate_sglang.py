@@ -40,6 +40,7 @@ import re
 import statistics
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -47,6 +48,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tuner.load.capacity import measure_point  # noqa: E402
+from tuner.load.records import Request  # noqa: E402
 from tuner.load.target import VirtualTarget  # noqa: E402
 from tuner.sim.calibration import SGLANG_FIT_POINTS, SGLANG_FITTED  # noqa: E402
 from tuner.sim.engine import SimulatedEngine  # noqa: E402
@@ -64,14 +66,15 @@ TRITON_BF16 = {"attention_backend": "triton"}
 TRITON_FP8 = {"attention_backend": "triton", "quantization": "fp8", "kv_cache_dtype": "fp8_e4m3"}
 
 
-def decode_samples(path: Path) -> list[list[tuple[float, float, float]]]:
-    """Per load point of the log: (mean batch size, context tokens, seconds per decode step) per clean interval."""
-    points: list[list[tuple[float, float, float]]] = []
+def decode_samples(path: Path, point_start: str = POINT_START) -> list[list[tuple[float, float, float]]]:
+    """Per load point of the log: (mean batch size, context tokens, seconds per decode step) per clean interval
+    (`point_start`: the line that starts a load point; empty: the whole log is one)."""
+    points: list[list[tuple[float, float, float]]] = [] if point_start else [[]]
     prev: int | None = None
     with gzip.open(path, "rt", errors="replace") as f:
         for line in f:
             if "Prefill batch" in line:
-                if POINT_START in line:
+                if point_start and point_start in line:
                     points.append([])
                 prev = None
                 continue
@@ -179,8 +182,6 @@ def replay_requests() -> None:
     its real send times and lengths; ITL and TTFT quantiles, sim / real ms, with and without the SGLang terms."""
     import pyarrow.parquet as pq
 
-    from tuner.load.records import Request
-
     for path in REQUESTS:
         rows = [r for r in pq.read_table(path).to_pylist() if not r["error"] and not r["warmup"]]
         reqs = [Request(i, float(r["sent_s"]), int(r["input_len"]), int(r["output_len"])) for i, r in enumerate(rows)]
@@ -196,29 +197,47 @@ def replay_requests() -> None:
                   f"{np.median(real_ttft):.0f} P99={np.percentile(ttft, 99):.0f}/{np.percentile(real_ttft, 99):.0f}")
 
 
-def sweep_check(folder: Path, terms: SGLangTerms | None = SGLANG_FITTED) -> list[dict[str, float]]:
-    """`vllm bench serve` result files of an SGLang rate sweep (fixed input/output lengths, Poisson, --seed 0,
-    triton attention, the 8B dummy model) through the simulator with `terms`: sim/real per point, |error| %."""
-    from tuner.sim.reference import METRICS, RefPoint, figures, workload
+SWEEP = ROOT / "benchmarks/reference/h200-sglang-0.5.17-sweep"  # the lead's H200 SGLang rate sweep (README there)
+SWEEP_LOG = ("logs_sgl_triton.tar.gz", "./server_sgl_triton.log")
+
+
+def sweep_requests(data: dict[str, Any]) -> list[Request]:
+    """A `vllm bench serve --save-detailed` result's requests as they were sent (start_times, lengths)."""
+    t0 = min(data["start_times"])
+    return [Request(i, float(t - t0), int(i_len), int(o_len)) for i, (t, i_len, o_len) in
+            enumerate(zip(data["start_times"], data["input_lens"], data["output_lens"], strict=True))]
+
+
+def sweep_check(folder: Path, terms: SGLangTerms | None) -> list[dict[str, float]]:
+    """The sweep's points (fixed 2048/512 lengths, Poisson) replayed with their real send times through the
+    simulator with `terms`: sim/real per point (vllm bench's figures), |error| %."""
+    from tuner.sim.reference import METRICS, figures
 
     out = []
-    for f in sorted(folder.glob("*.json")):
+    for f in sorted(folder.glob("bench_*.json")):
         data = json.loads(f.read_text())
-        if "request_rate" not in data or "output_throughput" not in data:
-            continue
-        rate = float(data["request_rate"]) if data["request_rate"] not in ("inf", None) else 0.0
-        ins, outs = data.get("input_lens") or [2048], data.get("output_lens") or [512]
-        point = RefPoint(f.stem, f.name, rate=rate, prompts=int(data.get("num_prompts") or data["completed"]),
-                         input_len=int(statistics.median(ins)), output_len=int(statistics.median(outs)),
-                         set_name="sglang-sweep", max_model_len=16384)
-        real = {m: float(data.get(m, data.get(m.replace("p50_", "median_"), float("nan")))) for m in METRICS}
-        sim = figures(engine(TRITON_BF16, terms).run(workload(point)))
+        sim = figures(engine(TRITON_BF16, terms).run(sweep_requests(data)))
+        real = {m: float(data[m]) for m in METRICS}
         err = {m: abs(sim[m] / real[m] - 1) * 100 for m in METRICS}
         out.append(err)
-        print(f"  {f.name:40s} rate={rate:5.2f} n={point.prompts:4d} in/out={point.input_len}/{point.output_len} "
-              + " ".join(f"{m.replace('_ms', '').replace('output_throughput', 'tok/s')}={sim[m]:.1f}/{real[m]:.1f} "
-                         f"{err[m]:.0f}%" for m in METRICS))
+        print(f"  {f.name:26s} rate={data['request_rate']:4.1f} " + " ".join(
+            f"{m.replace('_ms', '').replace('output_throughput', 'tok/s')}={sim[m]:.1f}/{real[m]:.1f} {err[m]:.0f}%"
+            for m in METRICS))
     return out
+
+
+def sweep_decode_samples() -> list[tuple[float, float, float]]:
+    """The sweep server's clean decode intervals (one segment: the whole log)."""
+    import tarfile
+
+    with tarfile.open(SWEEP / SWEEP_LOG[0]) as tar:
+        member = tar.extractfile(SWEEP_LOG[1])
+        assert member is not None
+        text = member.read()
+    path = Path("/tmp") / "servetune_sglang_sweep_server.log.gz"
+    with gzip.open(path, "wb") as g:
+        g.write(text)
+    return decode_samples(path, point_start="")[0]
 
 
 def main() -> None:
@@ -245,13 +264,26 @@ def main() -> None:
     fit_prefill(dataclasses.replace(cur, step_extra_s=float(extra), triton_e_kv=float(e_kv)))
     print("per-request replays at 6 req/s (sim/real ms):")
     replay_requests()
-    if len(sys.argv) > 1:  # an SGLang rate sweep's folder of `vllm bench serve` JSON files: held out entirely
-        for label, terms in (("with", SGLANG_FITTED), ("without", None)):
-            print(f"sweep {sys.argv[1]} ({label} SGLang terms; sim/real, |error| %):")
-            errs = sweep_check(Path(sys.argv[1]), terms)
-            if errs:
-                print("  median |error| %: " + " ".join(f"{k}={statistics.median(e[k] for e in errs):.1f}"
-                                                      for k in errs[0]))
+    sweep()
+
+
+def sweep() -> None:
+    """The H200 SGLang rate sweep, never fitted on: its decode log against the decode terms, its points end to end."""
+    smp = sweep_decode_samples()
+    for label, terms in (("with", SGLANG_FITTED), ("without", None)):
+        e = errors(engine(TRITON_BF16, terms), smp)
+        print(f"sweep server log ({label} SGLang terms): {len(smp)} decode intervals, |error| median/max % "
+              f"{statistics.median(e):.1f}/{max(e):.1f}")
+    plain = engine(TRITON_BF16, None)
+    ctx = np.array([s[1] for s in smp])
+    y = np.array([s[2] for s in smp]) - (predicted(plain, smp) - plain.cost.dec_b * ctx)
+    (extra, slope), *_ = np.linalg.lstsq(np.c_[np.ones(len(smp)), ctx], y, rcond=None)
+    print(f"  the same regression on the sweep's log alone: step_extra_s={extra:.6g} "
+          f"triton_e_kv={plain.cost.dec_b * plain.cal.e_kv / slope:.6g}")
+    for label, terms in (("with", SGLANG_FITTED), ("without", None)):
+        print(f"sweep points ({label} SGLang terms; sim/real, |error| %):")
+        errs = sweep_check(SWEEP, terms)
+        print("  median |error| %: " + " ".join(f"{k}={statistics.median(e[k] for e in errs):.1f}" for k in errs[0]))
 
 
 if __name__ == "__main__":

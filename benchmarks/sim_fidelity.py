@@ -115,6 +115,29 @@ def others(sla: dict[str, list[int]], wrong: list[str]) -> None:
         print(f"other={group} points={len(rows)} median_abs_error_pct: {per}")
 
 
+def sglang_sweep(sla: dict[str, list[int]], wrong: list[str]) -> None:
+    """The H200 SGLang rate sweep (benchmarks/reference/h200-sglang-0.5.17-sweep, never fitted on), each point
+    replayed with its real send times: sim/real vllm bench figures, held out."""
+    import json
+
+    from benchmarks.calibrate_sglang import SWEEP, TRITON_BF16, engine, sweep_requests
+    from tuner.sim.calibration import SGLANG_FITTED
+    from tuner.sim.reference import figures
+
+    print("SGLang rate sweep (held out; 2048/512 tokens, Poisson, real send times; sim/real, |error| %):")
+    rows = []
+    for f in sorted(SWEEP.glob("bench_*.json")):
+        data = json.loads(f.read_text())
+        sim = figures(engine(TRITON_BF16, SGLANG_FITTED).run(sweep_requests(data)))
+        real = {m: float(data[m]) for m in METRICS}
+        err = errors_pct(sim, real)
+        rows.append(err)
+        tally_verdict(sla.setdefault("sglang-sweep", [0, 0, 0]), wrong, f.stem, sim, real)
+        print(f"  {f.stem:26s} " + " ".join(f"{sim[m]:>7.1f}/{real[m]:>7.1f} {err[m]:3.0f}%" for m in METRICS))
+    print(f"sglang-sweep points={len(rows)} median_abs_error_pct: "
+          + " ".join(f"{SHORT[m]}={med([r[m] for r in rows]):.1f}" for m in METRICS))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--other-draws", action="store_true",
@@ -158,6 +181,7 @@ def main() -> None:
         t_err = [abs(sim_d["ttft"][QUANTILES.index(q)] / real_d["ttft"][QUANTILES.index(q)] - 1) * 100 for q in (50, 99)]
         print(f"{short_name(p):{width}s} {split_of(p):6s} {cells}  {t_err[0]:3.0f}% {t_err[1]:3.0f}%")
     others(sla, wrong)
+    sglang_sweep(sla, wrong)
     agree, total, near = (sum(t[i] for t in sla.values()) for i in range(3))
     per = " ".join(f"{k}={t[0]}/{t[1]}" for k, t in sorted(sla.items()))
     print(f"sla_verdicts held-out (P99 TTFT <= 2 s, P99 TPOT <= 50 ms): agree={agree}/{total} ({per}; {near} within "
