@@ -39,6 +39,7 @@ import json
 import re
 import statistics
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -69,23 +70,27 @@ TRITON_FP8 = {"attention_backend": "triton", "quantization": "fp8", "kv_cache_dt
 def decode_samples(path: Path, point_start: str = POINT_START) -> list[list[tuple[float, float, float]]]:
     """Per load point of the log: (mean batch size, context tokens, seconds per decode step) per clean interval
     (`point_start`: the line that starts a load point; empty: the whole log is one)."""
+    with gzip.open(path, "rt", errors="replace") as f:
+        return decode_lines(f, point_start)
+
+
+def decode_lines(lines: Iterable[str], point_start: str) -> list[list[tuple[float, float, float]]]:
     points: list[list[tuple[float, float, float]]] = [] if point_start else [[]]
     prev: int | None = None
-    with gzip.open(path, "rt", errors="replace") as f:
-        for line in f:
-            if "Prefill batch" in line:
-                if point_start and point_start in line:
-                    points.append([])
-                prev = None
-                continue
-            m = DECODE.search(line)
-            if not m or not points:
-                continue
-            n, ctx, thr = int(m[1]), int(m[2]), float(m[3])
-            if prev is not None and thr > 0 and abs(n - prev) <= 0.15 * prev + 1:
-                nm = (n + prev) / 2
-                points[-1].append((nm, float(ctx), nm / thr))
-            prev = n
+    for line in lines:
+        if "Prefill batch" in line:
+            if point_start and point_start in line:
+                points.append([])
+            prev = None
+            continue
+        m = DECODE.search(line)
+        if not m or not points:
+            continue
+        n, ctx, thr = int(m[1]), int(m[2]), float(m[3])
+        if prev is not None and thr > 0 and abs(n - prev) <= 0.15 * prev + 1:
+            nm = (n + prev) / 2
+            points[-1].append((nm, float(ctx), nm / thr))
+        prev = n
     return points
 
 
@@ -233,11 +238,8 @@ def sweep_decode_samples() -> list[tuple[float, float, float]]:
     with tarfile.open(SWEEP / SWEEP_LOG[0]) as tar:
         member = tar.extractfile(SWEEP_LOG[1])
         assert member is not None
-        text = member.read()
-    path = Path("/tmp") / "servetune_sglang_sweep_server.log.gz"
-    with gzip.open(path, "wb") as g:
-        g.write(text)
-    return decode_samples(path, point_start="")[0]
+        text = member.read().decode(errors="replace")
+    return decode_lines(text.splitlines(), "")[0]
 
 
 def main() -> None:
