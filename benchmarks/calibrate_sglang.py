@@ -286,6 +286,27 @@ def sweep() -> None:
         print(f"sweep points ({label} SGLang terms; sim/real, |error| %):")
         errs = sweep_check(SWEEP, terms)
         print("  median |error| %: " + " ".join(f"{k}={statistics.median(e[k] for e in errs):.1f}" for k in errs[0]))
+    # the other split: every term fitted on the sweep (decode terms on its log, triton_e_attn on its points), the
+    # study points all held out
+    alt = dataclasses.replace(SGLANG_FITTED, step_extra_s=float(extra), fp8_lin_gain=None,  # FP8: priors only
+                              triton_e_kv=float(plain.cost.dec_b * plain.cal.e_kv / slope))
+    from tuner.sim.reference import figures
+
+    datas = [json.loads(f.read_text()) for f in sorted(SWEEP.glob("bench_*.json"))]
+    figs = ("output_throughput", "p50_ttft_ms", "p99_ttft_ms", "p50_tpot_ms", "p99_tpot_ms")
+
+    def sweep_score(t: SGLangTerms) -> float:
+        return statistics.mean(abs(figures(engine(TRITON_BF16, t).run(sweep_requests(d)))[m] / float(d[m]) - 1) * 100
+                               for d in datas for m in figs)
+
+    grid = [round(0.2 + 0.02 * i, 2) for i in range(11)] + [None]
+    best = min(grid, key=lambda v: sweep_score(dataclasses.replace(alt, triton_e_attn=v)))
+    alt = dataclasses.replace(alt, triton_e_attn=best)
+    print(f"fit on the sweep alone: step_extra_s={alt.step_extra_s:.4g} triton_e_kv={alt.triton_e_kv:.4g} "
+          f"triton_e_attn={best} (sweep mean |error| {sweep_score(alt):.1f} %); the study points, all held out "
+          "(signed error %: tok/s TTFT50 TTFT99 TPOT50 TPOT99):")
+    for sp in [sp for r, st in STUDY_SETS for sp in study_points(r, st) if sp.engine == "sglang"]:
+        print(f"  {sp.name:58s} " + " ".join(f"{e:4.0f}" for e in point_errors(sp, alt)))
 
 
 if __name__ == "__main__":
