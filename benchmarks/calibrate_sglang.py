@@ -25,10 +25,11 @@ Fit (decode terms): h200-sglang-dynamic trial 0 (6 req/s) and the joint study's 
 KV) at 6 and 12 req/s. The study points (tuner.sim.calibration.SGLANG_FIT_POINTS; the others held out) are
 checked end to end by benchmarks/sim_fidelity.py.
 
-    PYTHONPATH=$PWD .venv/bin/python benchmarks/calibrate_sglang.py [SWEEP_DIR]
+Then the lead's H200 SGLang rate sweep (benchmarks/reference/h200-sglang-0.5.17-sweep, never fitted on for the
+committed terms): its server log against the decode terms and the same regression on it alone, its points replayed
+with their real send times, and the other split (every BF16 term fitted on the sweep, the study points held out).
 
-SWEEP_DIR: a folder of `vllm bench serve` JSON results of an SGLang rate sweep (fixed lengths, Poisson arrivals
-drawn as `vllm bench serve --seed 0` does), checked as held-out points with and without the SGLang terms.
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/calibrate_sglang.py
 """
 
 from __future__ import annotations
