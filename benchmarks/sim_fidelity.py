@@ -41,6 +41,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tuner.sim.calibration import SGLANG_FIT_POINTS
+from tuner.sim.detailed import p99_intervals
 from tuner.sim.reference import (
     ALL_POINTS,
     FIGURES,
@@ -49,9 +50,11 @@ from tuner.sim.reference import (
     RECORDS,
     STUDY_SETS,
     RefPoint,
+    detailed_run,
     errors_pct,
     measured,
     replay,
+    replay_detailed,
     simulate,
     simulate_study_point,
     split_of,
@@ -138,6 +141,40 @@ def sglang_sweep(sla: dict[str, list[int]], wrong: list[str]) -> None:
           + " ".join(f"{SHORT[m]}={med([r[m] for r in rows]):.1f}" for m in METRICS))
 
 
+def detailed(width: int) -> None:
+    """The points with per-request `vllm bench --save-detailed` arrays: each replayed with its measured send times and
+    lengths; TTFT and ITL quantiles sim/real, and the measured P99s' 90 % intervals (tuner.sim.detailed.p99_intervals:
+    is the sim's P99 inside what the run's own sampling leaves open?)."""
+    rows = [(p, run) for p in ALL_POINTS if (run := detailed_run(p)) is not None]
+    if not rows:
+        return
+    print("per-request bench replays (--save-detailed: measured send times and lengths; sim/real ms, |error| %; "
+          "P99 [90% interval of the measured P99: TTFT order statistics, ITL block bootstrap], in = the sim's P99 "
+          "inside it):")
+    print(f"{'point':{width}s} {'split':6s} {'n':>4s} " + " ".join(f"{'TTFT' + str(q):>17s}" for q in (50, 90))
+          + f" {'TTFT99 [interval]':>31s} " + " ".join(f"{'ITL' + str(q):>17s}" for q in (50, 90, 95))
+          + f" {'ITL99 [interval]':>31s}")
+    for p, run in rows:
+        sim_d, real_d = replay_detailed(p, run)
+        ci = p99_intervals(run)
+        print(f"{short_name(p):{width}s} {split_of(p):6s} {len(run):4d} {_cell(sim_d, real_d, 'ttft', 50)} "
+              f"{_cell(sim_d, real_d, 'ttft', 90)} {_p99(sim_d, real_d, ci, 'ttft')} {_cell(sim_d, real_d, 'itl', 50)} "
+              f"{_cell(sim_d, real_d, 'itl', 90)} {_cell(sim_d, real_d, 'itl', 95)} {_p99(sim_d, real_d, ci, 'itl')}")
+
+
+Dist = dict[str, list[float]]
+
+
+def _cell(sim_d: Dist, real_d: Dist, key: str, q: int) -> str:
+    s_q, r_q = sim_d[key][QUANTILES.index(q)], real_d[key][QUANTILES.index(q)]
+    return f"{s_q:>6.1f}/{r_q:>6.1f} {abs(s_q / r_q - 1) * 100:2.0f}%"
+
+
+def _p99(sim_d: Dist, real_d: Dist, ci: dict[str, tuple[float, float]], key: str) -> str:
+    s_q, (lo, hi) = sim_d[key][-1], ci[key]
+    return f"{_cell(sim_d, real_d, key, 99)} [{lo:5.0f},{hi:5.0f}] {'in ' if lo <= s_q <= hi else 'out'}"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--other-draws", action="store_true",
@@ -149,6 +186,7 @@ def main() -> None:
     errs: dict[str, list[dict[str, float]]] = {}
     sla: dict[str, list[int]] = {}  # split -> [agree, counted, near a limit]
     wrong: list[str] = []
+    point_errs: list[dict[str, float]] = []  # per point of ALL_POINTS, in order
     width = max(len(short_name(p)) for p in ALL_POINTS)
     print(f"{'point':{width}s} {'split':6s} " + " ".join(f"{SHORT[m]:>21s}" for m in METRICS))
     for p in ALL_POINTS:
@@ -156,6 +194,7 @@ def main() -> None:
         err = errors_pct(sim, real)
         split = split_of(p)
         errs.setdefault(split, []).append(err)
+        point_errs.append(err)
         if split in ("args", "rate", "shape"):
             tally_verdict(sla.setdefault(split, [0, 0, 0]), wrong, short_name(p), sim, real)
         cells = " ".join(f"{sim[m]:>7.1f}/{real[m]:>7.1f} {err[m]:3.0f}%" for m in METRICS)
@@ -171,6 +210,10 @@ def main() -> None:
         per = " ".join(f"{SHORT[m]}={med([r[m] for r in rows]):.1f}" for m in METRICS)
         print(f"split={split} points={len(rows)} median_abs_error_pct: {per} "
               f"all={med([v for r in rows for v in r.values()]):.1f}")
+    for set_name in sorted({p.set_name for p in ALL_POINTS if split_of(p) == "shape"}):
+        rows = [e for q, e in zip(ALL_POINTS, point_errs, strict=True) if q.set_name == set_name]
+        per = " ".join(f"{SHORT[m]}={med([r[m] for r in rows]):.1f}" for m in METRICS)
+        print(f"  shape set={set_name} points={len(rows)} median_abs_error_pct: {per}")
     print("per-request replays (the measured send times and lengths; ITL quantiles sim/real ms, |error| %):")
     print(f"{'point':{width}s} {'split':6s} " + " ".join(f"{'ITL' + str(q):>17s}" for q in QUANTILES) + "  TTFT50/99 err")
     for name in RECORDS:
@@ -180,6 +223,7 @@ def main() -> None:
                                                                                          strict=True))
         t_err = [abs(sim_d["ttft"][QUANTILES.index(q)] / real_d["ttft"][QUANTILES.index(q)] - 1) * 100 for q in (50, 99)]
         print(f"{short_name(p):{width}s} {split_of(p):6s} {cells}  {t_err[0]:3.0f}% {t_err[1]:3.0f}%")
+    detailed(width)
     others(sla, wrong)
     sglang_sweep(sla, wrong)
     agree, total, near = (sum(t[i] for t in sla.values()) for i in range(3))

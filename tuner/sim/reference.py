@@ -19,6 +19,15 @@ import numpy as np
 
 from tuner.load.records import Request, RequestRecord
 from tuner.sim.cost import Calibration
+from tuner.sim.detailed import (
+    QUANTILES,
+    BenchRun,
+    bench_requests,
+    bench_run,
+    has_detail,
+    load_json,
+    run_distribution,
+)
 from tuner.sim.engine import SimulatedEngine
 from tuner.sim.knobs import resolve_args
 
@@ -94,8 +103,29 @@ Q14B_POINTS: tuple[RefPoint, ...] = tuple(
     for r in ("3", "4.5", "6")
 )
 
+# Sets of `vllm bench serve --save-detailed` runs (per-request ttfts/itls, gzip), each described by a points.json
+# (name, file, args, rate, prompts, lengths, shape, max_model_len; benchmarks/import_bench_set.py writes it). Never
+# fitted on: other model shapes, held out by shape (split 'shape'), replayed request by request.
+DETAILED_SETS: tuple[str, ...] = tuple(
+    s for s in ("h200-vllm-0.26.0-qwen3-14b-np400", "h200-vllm-0.26.0-qwen3-4b", "h200-vllm-0.26.0-qwen3-32b")
+    if (REF_ROOT / s / "points.json").exists()
+)
+
+
+def bench_set_points(set_name: str, root: Path = REF_ROOT) -> tuple[RefPoint, ...]:
+    """The points of a detailed set, named '<set's short name>/<point name>'."""
+    short = set_name.removeprefix(H200_VLLM_026 + "-")
+    return tuple(
+        RefPoint(f"{short}/{p['name']}", p["file"], dict(p["args"]), float(p["rate"]), int(p["prompts"]),
+                 int(p["input_len"]), int(p["output_len"]), set_name=set_name, max_model_len=int(p["max_model_len"]),
+                 shape=p["shape"])
+        for p in json.loads((root / set_name / "points.json").read_text())
+    )
+
+
+DETAILED_POINTS: tuple[RefPoint, ...] = tuple(pt for s in DETAILED_SETS for pt in bench_set_points(s))
 ALL_POINTS: tuple[RefPoint, ...] = (H200_POINTS + tuple(pt for s in SERVETUNE_SETS for pt in servetune_points(s))
-                                    + Q14B_POINTS)
+                                    + Q14B_POINTS + DETAILED_POINTS)
 
 # FP8 KV cache and FP8 weights on the same H200 and vLLM (benchmarks/reference/h200-vllm-0.26.0-fp8): the
 # 30 s Poisson points ("ss_") of issue 15's table, and the shorter 150-prompt points. Kept out of ALL_POINTS:
@@ -141,8 +171,23 @@ def split_of(p: RefPoint) -> str:
 
 
 def measured(point: RefPoint, root: Path = REF_ROOT) -> dict[str, float]:
-    data = json.loads((root / point.set_name / point.file).read_text())
+    data = load_json(root / point.set_name / point.file)
     return {m: float(data[m]) for m in METRICS}
+
+
+def detailed_run(point: RefPoint, root: Path = REF_ROOT) -> BenchRun | None:
+    """The point's per-request arrays when its result file has them (`--save-detailed`), else None."""
+    data = load_json(root / point.set_name / point.file)
+    return bench_run(data) if has_detail(data) else None
+
+
+def replay_detailed(point: RefPoint, run: BenchRun, cal: Calibration | None = None
+                    ) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """(simulated, measured) TTFT/ITL quantiles, the simulator fed the run's measured lengths and send times (the
+    client's start_times, or its reproduced draw where the file has none)."""
+    eng = SimulatedEngine(flavour="vllm", gpu="H200", shape=point.shape, args=point.args,
+                          max_model_len=point.max_model_len, calibration=cal)
+    return distribution(eng.run(bench_requests(run, client_arrivals(point)))), run_distribution(run)
 
 
 def client_arrivals(point: RefPoint) -> np.ndarray:
@@ -235,7 +280,6 @@ RECORDS: dict[str, tuple[str, str]] = {
     "h200-servetune-30s/t3_max_num_batched_tokens4096_max_num_seqs1024_r10": (_X2, "trials/003-t003/requests.parquet"),
 }
 REPLAYS = tuple(name for name in RECORDS if name in FIT_SET)  # fitted on; the others are held out
-QUANTILES = (10, 25, 50, 75, 90, 95, 99)
 
 
 def replay_requests(name: str, root: Path = RESULTS_ROOT) -> tuple[list[Request], list[RequestRecord]]:

@@ -1,0 +1,105 @@
+"""Detailed `vllm bench serve` results (per-request arrays): stored slim, replayed at their own send times, and
+their P99s given a bootstrap interval. A run the simulator itself produced must replay to itself exactly."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from tuner.sim.detailed import bench_run, load_json, p99_intervals, quantile_interval, run_distribution
+from tuner.sim.engine import SimulatedEngine
+from tuner.sim.reference import (
+    RefPoint,
+    client_arrivals,
+    detailed_run,
+    figures,
+    measured,
+    replay_detailed,
+    split_of,
+    workload,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _import_set() -> Any:
+    spec = importlib.util.spec_from_file_location("import_bench_set", ROOT / "benchmarks" / "import_bench_set.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _bench_json(point: RefPoint, shift: float, start_times: bool) -> dict[str, Any]:
+    """What `vllm bench serve --save-detailed` writes, from a simulated run of the point (shuffled order, a
+    perf_counter-like clock offset, the texts it carries)."""
+    eng = SimulatedEngine(flavour="vllm", gpu="H200", shape=point.shape, args=point.args,
+                          max_model_len=point.max_model_len)
+    recs = eng.run(workload(point))
+    order = np.random.default_rng(1).permutation(len(recs))
+    data: dict[str, Any] = {**figures(recs), "num_prompts": len(recs), "completed": len(recs),
+                            "input_lens": [recs[i].input_len for i in order],
+                            "output_lens": [recs[i].output_tokens for i in order],
+                            "ttfts": [recs[i].ttft_s for i in order],
+                            "itls": [np.diff(recs[i].token_times).tolist() for i in order],
+                            "generated_texts": ["word " * 512 for _ in order], "errors": ["" for _ in order]}
+    if start_times:
+        data["start_times"] = [shift + recs[i].sent_s for i in order]
+    return data
+
+
+@pytest.mark.parametrize("start_times", [True, False])
+def test_a_simulated_detailed_run_replays_to_itself(tmp_path: Path, start_times: bool) -> None:
+    point = RefPoint("qwen3-14b-x/default_r4", "bench_x_default_r4.json.gz", {}, 4.0, 60, set_name="set",
+                     max_model_len=40960, shape="qwen3-14b")
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "bench_x_default_r4.json").write_text(json.dumps(_bench_json(point, 1234.5, start_times)))
+    (src / "rates_x_default.json").write_text("[]")
+    (src / "server_x_default.log").write_text("log\n")
+    pts = _import_set().import_set(src, tmp_path / "set", "x_default", "qwen3-14b", 40960, {})
+    assert [(p["name"], p["rate"], p["prompts"], p["shape"], p["start_times"]) for p in pts] == [
+        ("default_r4", 4.0, 60, "qwen3-14b", start_times)]
+    stored = load_json(tmp_path / "set" / pts[0]["file"])
+    assert "generated_texts" not in stored and "errors" not in stored and len(stored["ttfts"]) == 60
+    assert {f.name for f in (tmp_path / "set").iterdir()} >= {"rates_x_default.json", "server_x_default.log.gz"}
+    run = detailed_run(point, root=tmp_path)
+    assert run is not None and len(run) == 60
+    if start_times:  # send order restored, re-based to the first send
+        assert run.start_times is not None and run.start_times[0] == 0.0
+        assert np.allclose(run.start_times, client_arrivals(point) - client_arrivals(point)[0])
+    sim_d, real_d = replay_detailed(point, run)
+    for key in ("ttft", "itl"):
+        assert np.allclose(sim_d[key], real_d[key], rtol=1e-9), key
+    assert measured(point, root=tmp_path)["p99_itl_ms"] == pytest.approx(real_d["itl"][-1])
+    assert split_of(point) == "shape"  # no qwen3-14b point is fitted on
+
+
+def test_the_p99_intervals_hold_the_measured_p99_and_150_requests_leave_the_ttft_one_open() -> None:
+    rng = np.random.default_rng(0)
+
+    def run(n: int) -> Any:
+        return bench_run({"ttfts": rng.lognormal(-2, 0.6, n).tolist(), "itls": [rng.lognormal(-4, 0.5, 50).tolist()
+                                                                                  for _ in range(n)],
+                          "input_lens": [2048] * n, "output_lens": [51] * n})
+
+    small, large = run(150), run(1200)
+    for r in (small, large):
+        ci = p99_intervals(r)
+        p99 = run_distribution(r)
+        assert ci["ttft"][0] <= p99["ttft"][-1] <= ci["ttft"][1]
+        assert ci["itl"][0] <= p99["itl"][-1] <= ci["itl"][1]
+    # 150 samples: P(all 150 lie below the true P99) = 0.99^150 = 22 % > 5 %: no finite upper bound
+    assert p99_intervals(small)["ttft"] == (sorted(small.ttfts)[-5] * 1e3, math.inf)
+    lo, hi = p99_intervals(large)["ttft"]
+    assert math.isfinite(hi) and (hi - lo) / run_distribution(large)["ttft"][-1] < 0.4
+    # the order-statistic interval covers the true quantile about 90 % of the time (iid lognormal, exact P99)
+    true = math.exp(-2 + 0.6 * 2.3263479)
+    hits = [lo <= true <= hi for lo, hi in (quantile_interval(rng.lognormal(-2, 0.6, 400)) for _ in range(300))]
+    assert 0.85 <= sum(hits) / len(hits) <= 0.97
