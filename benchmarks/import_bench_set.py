@@ -2,8 +2,8 @@
 
 Why: the per-request arrays (ttfts, itls, lengths, start_times) are what the shape hold-out needs (replays, P99
 confidence intervals), but the raw files carry every generated text (MBs). Each bench_<prefix>_r<rate>.json is
-stored without the texts, gzip-compressed; the small run files (rates_*.json, start_*.txt) are copied, logs
-gzip-compressed; points.json lists the points for tuner.sim.reference.bench_set_points. Refuses a set over 5 MB.
+stored without the texts, its per-request times rounded to 1 us, gzip-compressed; the small run files
+(rates_*.json, start_*.txt, logs_*.tar.gz) are copied, plain logs gzip-compressed; points.json lists the points for tuner.sim.reference.bench_set_points. Refuses a set over 5 MB.
 
     .venv/bin/python benchmarks/import_bench_set.py SRC_DIR SET_NAME --prefix q14b_default --shape qwen3-14b \
         [--max-model-len 40960] [--args '{}']
@@ -53,6 +53,8 @@ def import_set(src: Path, dst: Path, prefix: str, shape: str, max_model_len: int
             shutil.copyfile(f, dst / f.name)
         elif f.suffix == ".log":
             (dst / (f.name + ".gz")).write_bytes(gzip.compress(f.read_bytes(), mtime=0))
+        elif f.name.startswith("logs_") and f.name.endswith(".tar.gz"):
+            shutil.copyfile(f, dst / f.name)
     (dst / "points.json").write_text(json.dumps(points, indent=1) + "\n")
     size = sum(f.stat().st_size for f in dst.iterdir())
     print(f"{dst}: {len(points)} points, {size / 1e6:.2f} MB")

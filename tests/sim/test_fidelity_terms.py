@@ -10,11 +10,14 @@ from tuner.sim.calibration import FITTED
 from tuner.sim.engine import SimulatedEngine
 from tuner.sim.reference import (
     ALL_POINTS,
+    DETAILED_POINTS,
+    DETAILED_SETS,
     FIT_SET,
     Q14B_POINTS,
     RECORDS,
     REPLAYS,
     RefPoint,
+    detailed_run,
     distribution,
     measured,
     replay_requests,
@@ -48,10 +51,17 @@ def test_an_unfitted_model_shape_is_held_out_by_shape() -> None:
     assert all(split_of(p) == "fit" for p in ALL_POINTS if p.name in FIT_SET)
 
 
-def test_the_qwen3_14b_runs_are_the_shape_split_and_never_fitted() -> None:
-    # sim_fidelity's leave-one-shape-out figures: fails if the 14B set is dropped, fitted, or loses a rate
+def test_the_qwen3_14b_and_32b_runs_are_the_shape_split_and_never_fitted() -> None:
+    # sim_fidelity's leave-one-shape-out figures: fails if a set is dropped, fitted, or loses a rate
     held = {p.name for p in ALL_POINTS if split_of(p) == "shape"}
-    assert held == {p.name for p in Q14B_POINTS} and len(held) == 3
+    assert held == {p.name for p in Q14B_POINTS + DETAILED_POINTS} and len(held) == 9
+    assert DETAILED_SETS == ("h200-vllm-0.26.0-qwen3-14b-np400", "h200-vllm-0.26.0-qwen3-32b")
+    assert {p.shape for p in DETAILED_POINTS} == {"qwen3-14b", "qwen3-32b"}
+    q32 = BY_NAME["qwen3-32b/default_r1.75"]
+    assert (q32.prompts, q32.rate, q32.max_model_len) == (160, 1.75, 40960)
+    assert round(measured(q32)["p99_ttft_ms"], 1) == 876.9  # the lead's summary (gpu-data README)
+    run = detailed_run(BY_NAME["qwen3-14b-np400/default_r3"])
+    assert run is not None and len(run) == 399 and run.start_times is not None  # 1 of 400 failed client-side
     assert not held & set(FIT_SET)
     assert all(q.shape == "qwen3-8b" for q in ALL_POINTS if q.name in FIT_SET)
     r3 = BY_NAME["q14b/default_r3"]

@@ -32,9 +32,17 @@ def load_json(path: Path) -> dict[str, Any]:
     return data
 
 
+TIMES = ("ttfts", "itls", "start_times")  # per-request times (s): stored to the microsecond
+
+
+def _round(v: Any) -> Any:
+    return [_round(x) for x in v] if isinstance(v, list) else round(v, 6) if isinstance(v, float) else v
+
+
 def slim(data: dict[str, Any]) -> dict[str, Any]:
-    """The result without the per-request texts (kept: every summary figure and the per-request timings)."""
-    return {k: v for k, v in data.items() if k not in DROP}
+    """The result without the per-request texts, its per-request times rounded to 1 us (a 400-prompt run's
+    ITLs: 4.4 MB of JSON as written, about a fifth of it gzip-compressed after rounding)."""
+    return {k: _round(v) if k in TIMES else v for k, v in data.items() if k not in DROP}
 
 
 @dataclass(frozen=True)
