@@ -8,8 +8,8 @@ benchmarks/calibrate_sim.py. A point not fitted on counts as held out only by wh
 - args: its engine configuration, as the engine resolves it (explicit defaults = omitted ones), is
   in no fitted point;
 - rate: its configuration was fitted, but never at this Poisson rate;
-- shape: its model shape is in no fitted point (leave-one-shape-out: the Qwen3-14B set,
-  benchmarks/reference/h200-vllm-0.26.0-qwen3-14b);
+- shape: its model shape is in no fitted point (leave-one-shape-out: the Qwen3-14B sets,
+  benchmarks/reference/h200-vllm-0.26.0-qwen3-14b and -qwen3-14b-np400, and the Qwen3-32B set; a line per set);
 - repeat: the same configuration and rate was fitted (e.g. a re-run): not held out at all.
 
 Study points of other H200 studies are reported by group (tuner.sim.reference.study_group), with '/fit' where a
@@ -17,7 +17,9 @@ calibration fitted on them; SGLang points fitted by benchmarks/calibrate_sglang.
 tuner.sim.calibration.SGLANG_FIT_POINTS, the other SGLang points are held out.
 
 The points with per-request records (tuner.sim.reference.RECORDS) are also replayed request by request
-(measured send times): their ITL quantiles P10..P99 and TTFT P50/P99, sim vs real.
+(measured send times): their ITL quantiles P10..P99 and TTFT P50/P99, sim vs real. The points whose `vllm bench`
+result files hold per-request arrays (`--save-detailed`, tuner.sim.reference.DETAILED_SETS) are replayed at their
+measured send times too, with a 90 % interval of each measured P99 (tuner.sim.detailed.p99_intervals).
 
 Poisson points are simulated with the arrival draw their client really used (tuner.sim.reference.client_arrivals:
 `vllm bench serve --seed 0`, servetune's study seed 0); `--other-draws` gives the median over three other draws.
