@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tuner.sim.calibration import FITTED
 from tuner.sim.detailed import bench_run, load_json, p99_intervals, quantile_interval, run_distribution
 from tuner.sim.engine import SimulatedEngine
 from tuner.sim.reference import (
@@ -111,3 +112,20 @@ def test_the_p99_intervals_hold_the_measured_p99_and_150_requests_leave_the_ttft
     true = math.exp(-2 + 0.6 * 2.3263479)
     hits = [lo <= true <= hi for lo, hi in (quantile_interval(rng.lognormal(-2, 0.6, 400)) for _ in range(300))]
     assert 0.85 <= sum(hits) / len(hits) <= 0.97
+
+
+def test_the_step_timeline_finds_the_simulators_own_prompt_split() -> None:
+    # benchmarks/prompt_steps.py on a simulated run: isolated 2048-token prompts on the Qwen3-14B shape; the
+    # simulator hands the decodes min(0.69 x extra, prompt_lead_max_s) before the first token's step, the rest with it
+    spec = importlib.util.spec_from_file_location("prompt_steps", ROOT / "benchmarks" / "prompt_steps.py")
+    assert spec is not None and spec.loader is not None
+    ps = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ps)
+    point = RefPoint("x", "x.json", {}, 1.0, 40, output_len=256, max_model_len=40960, shape="qwen3-14b")
+    # a send every 0.6 s: about four requests decoding at a time, every prompt isolated
+    reqs = [dataclasses.replace(r, arrival_s=0.6 * i) for i, r in enumerate(workload(point))]
+    rows, base, n = ps.around_prompts(ps.sim_timeline(point, reqs))
+    assert n >= 30 and 8.0 < base < 12.0
+    lead, rest = np.median(rows[:, 1]), np.median(rows[:, 2])
+    assert abs(lead - FITTED.prompt_lead_max_s * 1e3) < 2.0  # the cap binds on 14B (0.69 x 88 ms > 55.9 ms)
+    assert 25.0 < rest < 40.0 and abs(np.median(rows[:, 0])) < 1.0 and abs(np.median(rows[:, 3])) < 1.0

@@ -13,6 +13,7 @@ import io
 import runpy
 import sys
 from pathlib import Path
+from typing import Any
 
 import tuner.sim.engine as engine
 from tuner.sim.calibration import FITTED
@@ -22,7 +23,7 @@ FIDELITY = Path(__file__).resolve().parents[2] / "sim_fidelity.py"
 
 def main() -> None:
     over = dict(item.split("=") for item in filter(None, sys.argv[1].split(","))) if len(sys.argv) > 1 else {}
-    values = {k: int(float(v)) if k == "sched_ahead" else float(v) for k, v in over.items()}
+    values: dict[str, Any] = {k: int(float(v)) if k == "sched_ahead" else float(v) for k, v in over.items()}
     engine.FITTED = dataclasses.replace(FITTED, **values)  # the engines' default calibration
     sys.argv = sys.argv[:1]
     out = io.StringIO()

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
+from typing import Any
 
 from tuner.sim.calibration import FITTED
 from tuner.sim.reference import ALL_POINTS, errors_pct, measured, simulate, split_of
 
 RATIO = {"qwen3-14b": 88.6 / 77.6, "qwen3-32b": 208.9 / 189.5}
 # the lead-cap deferral form fitted on FIT_SET (refits.txt): decodes see at most 34.5 ms of a prompt step's extra
-LEAD_CAP = {"prompt_defer": 0.0258651, "prompt_lead_max_s": 0.0344868}
+LEAD_CAP: dict[str, Any] = {"prompt_defer": 0.0258651, "prompt_lead_max_s": 0.0344868}
 KEYS = ("output_throughput", "p50_ttft_ms", "p99_ttft_ms", "p50_tpot_ms", "p99_tpot_ms", "p50_itl_ms", "p99_itl_ms")
 
 
