@@ -56,6 +56,13 @@ CHECKPOINTS = (10, 20, 30)
 WORKLOADS = {"static": ("static-levers.yaml", None), "dynamic": ("default.yaml", None),
              "mixed": ("default.yaml", "mixed")}
 ALLOW = ["fp8_weights", "fp8_kv_cache"]
+# `--levers spec` (the default): the lever space a user's one-GPU study searches once it allows every class:
+# FP8 weights and KV cache, and speculative decoding: ngram (needs no draft) and DFlash, whose Qwen3-8B draft
+# the study names (z-lab's, the one the spec-schedule test and the docs' example use). The simulator's own
+# acceptance figures (no study figure: tuner/sim/spec.py DEFAULT_ACCEPTANCE). `--levers fp8`: the earlier
+# 432-config landscape (FP8 only).
+SPEC_ALLOW = [*ALLOW, "speculative_decoding"]
+SPEC_METHODS = {"dflash": {"draft_model": "z-lab/Qwen3-8B-DFlash-b16"}}
 
 
 class Oracle:
@@ -66,17 +73,30 @@ class Oracle:
         self.grid, self.grid_space = grid, space
 
     def score(self, engine: str, args: dict[str, Any]) -> TrialReport:
-        return self.grid.report(self.grid.point(args))
+        return self.grid.report(self.grid.point(self.unfold(args)))
 
     def value(self, args: dict[str, Any]) -> float | None:
-        return self.grid.value(self.grid.point(args))[0]
+        return self.grid.value(self.grid.point(self.unfold(args)))[0]
+
+    def unfold(self, args: dict[str, Any]) -> dict[str, Any]:
+        """Launch args back as knob values: a structured arg (`speculative_config` as one dict) gives its
+        fields as `speculative_config.method`, ...; without this every speculative config would be scored
+        as speculative decoding off."""
+        out = dict(args)
+        for k, v in args.items():
+            if isinstance(v, dict):
+                out.update({f"{k}.{f}": x for f, x in v.items() if f"{k}.{f}" in self.grid.sp.params})
+        return out
 
 
 def load_study(workload: str, seed: int, trials: int, a: argparse.Namespace) -> Study:
     fname, profile = WORKLOADS[workload]
     path = ROOT / "studies" / fname
     data = load_yaml(path)
-    data["seed"], data["allow"] = 0, ALLOW  # workload seed fixed: one landscape; sampler seed set apart
+    data["seed"] = 0  # workload seed fixed: one landscape; sampler seed set apart
+    data["allow"] = SPEC_ALLOW if getattr(a, "levers", "fp8") == "spec" else ALLOW
+    if data["allow"] is SPEC_ALLOW:
+        data["speculative"] = {"methods": SPEC_METHODS}
     if profile:
         data["workload"] = {**data["workload"], "profile": profile}
         data["name"] = f"{data['name']}-{profile}"
@@ -109,6 +129,12 @@ def sampler_for(method: str, study: Study, space: Space, seed: int) -> optuna.sa
     if method in ("tpe-mv", "tpe-mv5"):
         return optuna.samplers.TPESampler(seed=seed, n_startup_trials=5 if method == "tpe-mv5" else n0,
                                           multivariate=True, group=True, constant_liar=True)
+    if method.startswith("local-mv"):  # multivariate grouped TPE + neighbour moves: local-mv[-e<every>][-s<startup>]
+        kw = {{"e": "local_every", "s": "n_startup_trials", "m": "max_changes"}[p[0]]: int(p[1:]) for p in method[8:].split("-") if p}
+        return LocalTPESampler(seed=seed, **{"n_startup_trials": n0, **kw}, multivariate=True)
+    if method.startswith("tpe-mv-s"):
+        return optuna.samplers.TPESampler(seed=seed, n_startup_trials=int(method[8:]), multivariate=True,
+                                          group=True, constant_liar=True)
     if method == "local-s4":
         return LocalTPESampler(seed=seed, n_startup_trials=4)
     if method == "local2":
@@ -190,6 +216,8 @@ def main() -> None:
     ap.add_argument("--requests-per-point", type=int, default=60, help="dynamic/mixed load points (study: 300)")
     ap.add_argument("--duration-s", type=float, default=6.0, help="static load points (study: 30 s)")
     ap.add_argument("--max-points", type=int, default=8, help="load points per capacity search (the studies' 8: fewer censored dynamic/mixed capacities at 16 req/s)")
+    ap.add_argument("--levers", choices=("spec", "fp8"), default="spec", help="spec: FP8 + speculative decoding "
+                    "(ngram, DFlash), the full one-GPU lever space; fp8: the earlier FP8-only landscape")
     ap.add_argument("--screen-only", action="store_true", help="screen and size the grids, search nothing")
     ap.add_argument("--save", type=Path, default=None, help="pickle the per-workload results here")
     ap.add_argument("--combine", default=None, help="only print the summary of these --save files (comma list): "
@@ -212,7 +240,7 @@ def main() -> None:
         study = load_study(wl, 0, a.trials, a)
         space = build_space(study, ROOT / "studies")
         sp = space.engines[study.engine_names[0]]
-        grid = Grid(wl, study, sp, {"rpp": a.requests_per_point, "dur": a.duration_s, "mp": a.max_points})
+        grid = Grid(wl if a.levers == "fp8" else f"{wl}-{a.levers}", study, sp, {"rpp": a.requests_per_point, "dur": a.duration_s, "mp": a.max_points})
         eff = grid.screen()
         flat = grid.flat()
         print(f"[{wl}] screen ({len(grid.table)} configs): largest relative effect per knob: "

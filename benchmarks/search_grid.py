@@ -55,6 +55,8 @@ LEVELS: dict[str, list[Any]] = {
     "max_cudagraph_capture_size": [512, 2048],
     "max_num_partial_prefills": [1, 4],
     "long_prefill_token_threshold": [0, 2048],
+    # draft tokens per verify step (speculative decoding): powers of two up to DFlash's block limit (15)
+    "speculative_config.num_speculative_tokens": [1, 2, 4, 8, 15],
 }
 # The screen ran once with finer levels (max_num_seqs 16/64/256/1024, batched tokens 1k/2k/8k/32k, memory
 # 0.85/0.92/0.97, partial prefills 1/4, prefill cap 0/512/2048): finer levels are stronger evidence of a

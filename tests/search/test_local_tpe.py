@@ -83,3 +83,25 @@ def test_default_study_searches_with_tpe_local_through_the_core() -> None:
         seen.add(key)
         core.tell(cfg.number, synthetic(space, cfg))
     assert any(h["feasible"] for h in core.history)
+
+
+def test_multivariate_fallback_samples_unplanned_trials_jointly_and_planned_ones_by_knob() -> None:
+    """With `multivariate=True` every guided trial that is not a neighbour move goes through TPE's joint
+    (relative) path over all knobs; a neighbour move through none of it (its values are the plan's).
+    Before PlannedSampler passed the relative path on, a multivariate fallback was silently univariate."""
+    sampler = LocalTPESampler(seed=1, n_startup_trials=4, multivariate=True)
+    study = optuna.create_study(direction="maximize", sampler=sampler)
+    joint = planned = 0
+    for i in range(16):
+        trial = study.ask()
+        space = sampler.infer_relative_search_space(study, trial)
+        if trial.number in sampler._plans:
+            planned += 1
+            assert space == {}
+        elif i >= 5:  # guided: TPE's joint space holds every knob seen in the completed trials
+            joint += 1
+            assert set(space) == {"c", "n", "f", "p", "b"}, space
+        params = _suggest(trial)
+        trial.set_constraint("sla", -0.5)
+        study.tell(trial, params["n"] * (2.0 if params["c"] == "b" else 1.0))
+    assert planned >= 2 and joint >= 5

@@ -33,9 +33,9 @@ class LocalTPESampler(PlannedSampler):
     incumbent's values."""
 
     def __init__(self, *, seed: int | None = None, n_startup_trials: int = 8, local_every: int = 3,
-                 max_changes: int = 2, constant_liar: bool = True) -> None:
+                 max_changes: int = 2, constant_liar: bool = True, multivariate: bool = False) -> None:
         self._tpe = TPESampler(seed=seed, n_startup_trials=n_startup_trials, constant_liar=constant_liar,
-                               multivariate=False)
+                               multivariate=multivariate, group=multivariate)
         super().__init__(self._tpe, seed)
         self.n_startup_trials, self.local_every, self.max_changes = n_startup_trials, local_every, max_changes
 

@@ -38,11 +38,17 @@ class PlannedSampler(BaseSampler):
         self._rng.seed()
 
     def infer_relative_search_space(self, study: Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
-        return {}
+        """A planned trial is sampled knob by knob; any other goes to the fallback's own joint
+        (multivariate) path, so a multivariate TPE fallback stays multivariate."""
+        if trial.number in self._plans:
+            return {}
+        return self._fallback.infer_relative_search_space(study, trial)
 
     def sample_relative(self, study: Study, trial: FrozenTrial,
                         search_space: dict[str, BaseDistribution]) -> dict[str, Any]:
-        return {}
+        if trial.number in self._plans or not search_space:
+            return {}
+        return self._fallback.sample_relative(study, trial, search_space)
 
     def sample_independent(self, study: Study, trial: FrozenTrial, param_name: str,
                            param_distribution: BaseDistribution) -> Any:
