@@ -115,6 +115,11 @@ def load_study(workload: str, seed: int, trials: int, a: argparse.Namespace) -> 
 METHODS = ("rf", "tpe-local", "random", "tpe", "cmaes", "tpe-mv", "qmc", "tpe-mv5", "nsga2", "tpe-s4", "local2", "local-s4")
 
 
+def parent_knobs(space: Space) -> list[str]:
+    """Optuna names of the knobs that switch others on or off (a `when:` names them)."""
+    return sorted({f"{e}.{k}" for e, sp in space.engines.items() for p in sp.params.values() if p.when for k in p.when})
+
+
 def sampler_for(method: str, study: Study, space: Space, seed: int) -> optuna.samplers.BaseSampler:
     """Optuna's samplers, each seeded; `tpe` is whatever servetune's make_sampler builds for the study."""
     n0 = study.search.n_startup_trials
@@ -130,8 +135,20 @@ def sampler_for(method: str, study: Study, space: Space, seed: int) -> optuna.sa
         return optuna.samplers.TPESampler(seed=seed, n_startup_trials=5 if method == "tpe-mv5" else n0,
                                           multivariate=True, group=True, constant_liar=True)
     if method.startswith("local-mv"):  # multivariate grouped TPE + neighbour moves: local-mv[-e<every>][-s<startup>]
-        kw = {{"e": "local_every", "s": "n_startup_trials", "m": "max_changes"}[p[0]]: int(p[1:]) for p in method[8:].split("-") if p}
-        return LocalTPESampler(seed=seed, **{"n_startup_trials": n0, **kw}, multivariate=True)
+        parts = [p for p in method[8:].split("-") if p]
+        kw = {{"e": "local_every", "s": "n_startup_trials", "m": "max_changes"}[p[0]]: int(p[1:])
+              for p in parts if p[0] in "esm"}
+        opts: dict[str, Any] = {}  # TPE options: c = consider_endpoints, w<x> = prior_weight, n<x> = n_ei_candidates
+        for p in parts:
+            if p == "c":
+                opts["consider_endpoints"] = True
+            elif p[0] == "w":
+                opts["prior_weight"] = float(p[1:])
+            elif p[0] == "n":
+                opts["n_ei_candidates"] = int(p[1:])
+        branch = {"branch_every": int(p[1:]) for p in parts if p[0] == "b"}  # b<k>: every k-th move a branch move
+        return LocalTPESampler(seed=seed, **{"n_startup_trials": n0, **kw}, multivariate=True, tpe_options=opts,
+                               parents=parent_knobs(space), **branch)
     if method.startswith("tpe-mv-s"):
         return optuna.samplers.TPESampler(seed=seed, n_startup_trials=int(method[8:]), multivariate=True,
                                           group=True, constant_liar=True)

@@ -105,3 +105,27 @@ def test_multivariate_fallback_samples_unplanned_trials_jointly_and_planned_ones
         trial.set_constraint("sla", -0.5)
         study.tell(trial, params["n"] * (2.0 if params["c"] == "b" else 1.0))
     assert planned >= 2 and joint >= 5
+
+
+def test_branch_moves_switch_one_parent_knob_and_leave_its_children_to_tpe() -> None:
+    """With `parents` and `branch_every=2`, every second neighbour move changes exactly the parent knob
+    (`c`, which switches `p` on only for "a") and copies the rest; the others stay ordinary moves."""
+    sampler = LocalTPESampler(seed=2, n_startup_trials=4, multivariate=True, parents=["c"], branch_every=2)
+    study = optuna.create_study(direction="maximize", sampler=sampler)
+    branch = 0
+    for _ in range(30):
+        best = _incumbent(study)
+        trial = study.ask()
+        plan = dict(sampler._plans.get(trial.number, {}))
+        c = trial.suggest_categorical("c", ["a", "b", "c"])
+        params = {"c": c, "n": trial.suggest_int("n", 16, 1024, log=True),
+                  "f": trial.suggest_float("f", 0.8, 0.97, step=0.01)}
+        if c == "a":
+            params["p"] = trial.suggest_int("p", 1, 4)
+        if plan and best is not None and sampler._moves % 2 == 0:
+            branch += 1
+            assert params["c"] != best.params["c"]
+            assert all(params[k] == best.params[k] for k in ("n", "f")), (params, best.params)
+        trial.set_constraint("sla", -0.5)
+        study.tell(trial, params["n"] * (3.0 if c == "b" else 1.0))
+    assert branch >= 2

@@ -16,6 +16,7 @@ knobs a move switches on (e.g. partial prefills once chunked prefill is on) are 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import optuna
@@ -33,11 +34,16 @@ class LocalTPESampler(PlannedSampler):
     incumbent's values."""
 
     def __init__(self, *, seed: int | None = None, n_startup_trials: int = 8, local_every: int = 3,
-                 max_changes: int = 2, constant_liar: bool = True, multivariate: bool = False) -> None:
+                 max_changes: int = 2, constant_liar: bool = True, multivariate: bool = False,
+                 tpe_options: dict[str, Any] | None = None, parents: Sequence[str] = (),
+                 branch_every: int = 0) -> None:
         self._tpe = TPESampler(seed=seed, n_startup_trials=n_startup_trials, constant_liar=constant_liar,
-                               multivariate=multivariate, group=multivariate)
+                               multivariate=multivariate, group=multivariate, **(tpe_options or {}))
         super().__init__(self._tpe, seed)
         self.n_startup_trials, self.local_every, self.max_changes = n_startup_trials, local_every, max_changes
+        # branch moves: every `branch_every`-th neighbour move switches one parent knob (one that turns
+        # conditional knobs on or off, e.g. the speculative method) to another choice and nothing else
+        self.parents, self.branch_every, self._moves = set(parents), branch_every, 0
 
     def before_trial(self, study: Study, trial: FrozenTrial) -> None:
         self._tpe.before_trial(study, trial)
@@ -60,6 +66,12 @@ class LocalTPESampler(PlannedSampler):
         names = [n for n, d in best.distributions.items() if movable(d)]
         if not names:
             return {}
+        self._moves += 1
+        branch = [n for n in names if n in self.parents]
+        if branch and self.branch_every and self._moves % self.branch_every == 0:
+            p = branch[int(self._rng.randint(len(branch)))]
+            # the knobs the new branch switches on are not in the plan: TPE draws them
+            return {n: (move(best.distributions[n], v, self._rng) if n == p else v) for n, v in best.params.items()}
         k = min(len(names), int(self._rng.randint(1, self.max_changes + 1)))
         moved = set(self._rng.choice(names, size=k, replace=False).tolist())
         return {n: (move(best.distributions[n], v, self._rng) if n in moved else v)
