@@ -146,9 +146,9 @@ def sampler_for(method: str, study: Study, space: Space, seed: int) -> optuna.sa
                 opts["prior_weight"] = float(p[1:])
             elif p[0] == "n":
                 opts["n_ei_candidates"] = int(p[1:])
-        branch = {"branch_every": int(p[1:]) for p in parts if p[0] == "b"}  # b<k>: every k-th move a branch move
+        branch = [int(p[1:]) for p in parts if p[0] == "b"]  # b<k>: every k-th neighbour move a branch move
         return LocalTPESampler(seed=seed, **{"n_startup_trials": n0, **kw}, multivariate=True, tpe_options=opts,
-                               parents=parent_knobs(space), **branch)
+                               parents=parent_knobs(space), branch_every=branch[-1] if branch else 0)
     if method.startswith("tpe-mv-s"):
         return optuna.samplers.TPESampler(seed=seed, n_startup_trials=int(method[8:]), multivariate=True,
                                           group=True, constant_liar=True)
