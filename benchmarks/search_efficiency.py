@@ -17,7 +17,11 @@ tuner/search/local_tpe.py), `random`, `tpe` (independent TPE with constant liar,
 it), `cmaes` (CMA-ES with margin on the numeric knobs, categoricals independent), `tpe-mv` (multivariate
 TPE, group, constant liar), `qmc` (scrambled Sobol), `tpe-mv5` (tpe-mv with 5 startup trials), `nsga2`
 (NSGA-II), `tpe-s4` (tpe with 4 startup trials), `local2` (a neighbour move every second guided trial),
-`local-s4` (tpe-local with 4 startup trials).
+`local-s4` (tpe-local with 4 startup trials), `local-mv` (tpe-local on multivariate grouped TPE; suffixes
+-e<k> a move every k-th trial, -s<n> startup, -m<n> knobs per move, -c consider_endpoints, -w<x> prior_weight,
+-n<x> n_ei_candidates, -b<k> every k-th move a branch move), `tpe-mv-s<n>`.
+`--levers spec` (default): FP8 weights + KV cache and speculative decoding (none/ngram/DFlash, draft tokens);
+`--levers fp8`: the earlier FP8-only landscape (432 configs).
 Printed per workload: median and mean ratio to the grid optimum after 10/20/30 trials, seeds >= 95 %
 at 30, paired per-seed difference to random (mean +- 1 SE) at 10/20/30. Last line: the first method's
 worst-workload hits, pooled medians at 20, and the geometric mean over workloads of its median best /
