@@ -31,7 +31,12 @@ class LocalTPESampler(PlannedSampler):
     """Independent TPE; after `n_startup_trials`, every `local_every`-th trial (3: chosen over 2 on the
     benchmark's seeds 0-9 and confirmed at 30 trials on seeds 10-19) is a neighbour of the
     incumbent with `max_changes` knobs (1 or 2, drawn) moved; the knobs it leaves alone keep the
-    incumbent's values."""
+    incumbent's values.
+
+    `multivariate`: grouped multivariate TPE underneath (the benchmark's `local-mv`: on the lever space with
+    speculative decoding it won seeds 0-9 but tied tpe-local on held-out seeds, docs/search.md; not a
+    study setting). `tpe_options` pass Optuna TPE settings through; `parents` + `branch_every` make every
+    k-th move switch one parent knob only (tried on seeds 0-9, worse; off by default)."""
 
     def __init__(self, *, seed: int | None = None, n_startup_trials: int = 8, local_every: int = 3,
                  max_changes: int = 2, constant_liar: bool = True, multivariate: bool = False,
