@@ -1,4 +1,4 @@
-"""Leave-one-shape-out check of a width-dependent prefill efficiency and a fixed prompt lead (issue 17).
+"""Leave-one-shape-out checks of size-dependent prefill efficiencies and a fixed prompt lead (issue 17).
 
 The candidate change, two parameters with a physical reason each:
   - `exp`: the linear layers' efficiency is e_lin x (hidden / 4096) ** exp (wider GEMMs reach nearer the tensor
@@ -12,6 +12,15 @@ Both are chosen on a coarse grid by the mean, over the shapes fitted on, of each
 |log error| of calibrate_sim.py: for Qwen3-8B its whole loss, FIT_SET figures + replays + the dynamic study; for a
 14B or 32B set the seven `vllm bench` figures of its points). To report a shape's held-out errors, it is left out
 of that fit (14B: fitted on 8B + 32B; 32B: on 8B + 14B). All other factors stay at the committed fit.
+
+Per-GEMM forms (the committed share deferral kept): the linear layers' prefill cost as a sum over one layer's
+GEMMs (QKV hidden x (heads + 2 kv_heads) head_dim, O, gate+up hidden x 2 intermediate, down), each at an
+efficiency that rises with its size s = N x K: "gpow" eff ~ s ** exp, "gsat" eff ~ s / (s + s_half). A shape's
+equivalent e_lin (total FLOPs / sum of FLOPs / eff, a ratio independent of the token count) is scaled so Qwen3-8B's
+stays the fitted e_lin: the 8B fit, and so the args and rate splits, are unchanged by construction. 14B and 32B
+share hidden 5120 but differ in heads and intermediate, so this rule, unlike hidden alone, gives them different
+factors. Applied per point as the shape's e_lin (which also scales the lm_head's c_lm: one logit row per sequence,
+negligible in a prompt step; decode steps stay bound by the weights' read).
 
     PYTHONPATH=$PWD .venv/bin/python benchmarks/sim_loso.py
 """
@@ -36,8 +45,11 @@ from tuner.sim.reference import ALL_POINTS, METRICS, RefPoint, errors_pct, measu
 EXPS = (0.0, 0.125, 0.25, 0.375, 0.5, 0.625, 0.75)
 LEADS_MS = (15.0, 20.0, 25.0, 30.0, 35.0, 40.0, 45.0)
 SHARE = 1e-6  # prompt_defer: the share form off, the lead and first-token deferral on
+# per-GEMM forms (the share form kept): "gpow" eff(s) ~ s ** exp, "gsat" eff(s) ~ s / (s + s_half), s = N x K
+GEMM_EXPS = (0.0, 0.025, 0.05, 0.075, 0.1, 0.125, 0.15)
+SAT_HALF_M = (1.0, 2.0, 3.0, 4.0, 6.0, 8.0)  # s_half in millions of N x K
 # forms: "lead" = (a) + (b), the change tried; "share" = (a) alone, the committed share + lead cap kept (ablation)
-FORMS = ("lead", "share")
+FORMS = ("lead", "share", "gpow", "gsat")
 SHAPES = ("qwen3-14b", "qwen3-32b")
 SHORT = {"output_throughput": "tok/s", "p50_ttft_ms": "TTFT50", "p99_ttft_ms": "TTFT99", "p50_tpot_ms": "TPOT50",
          "p99_tpot_ms": "TPOT99", "p50_itl_ms": "ITL50", "p99_itl_ms": "ITL99"}
@@ -47,13 +59,42 @@ Key = tuple[str, float, float]  # (form, exp, lead ms)
 REF_HIDDEN = 4096  # Qwen3-8B, the fit data's width: the committed e_lin is its efficiency
 
 
+def gemm_sizes(shape: str) -> tuple[int, ...]:
+    """N x K of one layer's linear GEMMs (QKV, O, gate+up, down): their prefill FLOPs are 2 x tokens x N x K."""
+    g = get_shape(shape)
+    q, kv = g.heads * g.head_dim, g.kv_heads * g.head_dim
+    return g.hidden * (q + 2 * kv), q * g.hidden, g.hidden * 2 * g.intermediate, g.intermediate * g.hidden
+
+
+def gemm_rule(form: str, par: float, s: float) -> float:
+    """A GEMM's relative efficiency at size s (only ratios matter: the scale is fixed by Qwen3-8B)."""
+    return (s / 1e6) ** par if form == "gpow" else s / (s + par * 1e6)
+
+
+def gemm_factor(form: str, par: float, shape: str) -> float:
+    """The shape's equivalent efficiency (sum of FLOPs / sum of FLOPs / eff) relative to Qwen3-8B's, so the 8B
+    GEMMs keep their fitted total cost and the 8B fit is unchanged."""
+    def eq(name: str) -> float:
+        sizes = gemm_sizes(name)
+        return sum(sizes) / sum(s / gemm_rule(form, par, s) for s in sizes)
+    return eq(shape) / eq("qwen3-8b")
+
+
 def candidate(key: Key, shape: str) -> Calibration:
     """The calibration a point of `shape` runs with under candidate `key`."""
     form, exp, lead_ms = key
+    if form in ("gpow", "gsat"):
+        return dataclasses.replace(FITTED, e_lin=min(FITTED.e_lin * gemm_factor(form, exp, shape), 1.0))
     e_lin = min(FITTED.e_lin * (get_shape(shape).hidden / REF_HIDDEN) ** exp, 1.0)
     if form == "share":
         return dataclasses.replace(FITTED, e_lin=e_lin)
     return dataclasses.replace(FITTED, e_lin=e_lin, prompt_lead_max_s=lead_ms / 1e3, prompt_defer=SHARE)
+
+
+def label(key: Key) -> str:
+    par = "s_half_M" if key[0] == "gsat" else "exp"
+    e14, e32 = (candidate(key, s).e_lin / FITTED.e_lin for s in SHAPES)
+    return f"{par}={key[1]} lead={key[2]:.1f} ms (e_lin x{e14:.3f} on 14B, x{e32:.3f} on 32B)"
 
 
 def shape_points(shape: str) -> list[RefPoint]:
@@ -84,21 +125,27 @@ def main() -> None:
     grid: dict[str, list[Key]] = {
         "lead": [("lead", e, ld) for e in EXPS for ld in LEADS_MS],
         "share": [("share", e, lead_committed) for e in EXPS],
+        "gpow": [("gpow", e, lead_committed) for e in GEMM_EXPS],
+        "gsat": [("gsat", h, lead_committed) for h in SAT_HALF_M],
     }
     losses: dict[Key, dict[str, float]] = {}
     print(f"grid: exp {EXPS}; form lead: lead ms {LEADS_MS}, prompt_defer={SHARE:g}; form share: "
           f"prompt_defer={FITTED.prompt_defer:g}, lead cap {lead_committed:.1f} ms (committed); per-shape losses:")
-    print(f"{'form':5s} {'exp':>5s} {'lead':>5s} {'8b':>8s} {'14b':>8s} {'32b':>8s}")
+    print(f"gemm forms: gpow exp {GEMM_EXPS}, gsat s_half (M) {SAT_HALF_M}; e14/e32 = e_lin factor on 14B / 32B")
+    print(f"{'form':5s} {'exp':>5s} {'lead':>5s} {'8b':>8s} {'14b':>8s} {'32b':>8s} {'e14':>6s} {'e32':>6s}")
     for key in [k for form in FORMS for k in grid[form]]:
         row = {"qwen3-8b": loss(candidate(key, "qwen3-8b")), **{s: shape_loss(candidate(key, s), s) for s in SHAPES}}
         losses[key] = row
+        e14, e32 = (candidate(key, s).e_lin / FITTED.e_lin for s in SHAPES)
         print(f"{key[0]:5s} {key[1]:5.3f} {key[2]:5.1f} {row['qwen3-8b']:8.5f} {row['qwen3-14b']:8.5f} "
-              f"{row['qwen3-32b']:8.5f}", flush=True)
+              f"{row['qwen3-32b']:8.5f} {e14:6.3f} {e32:6.3f}", flush=True)
     base8 = loss(FITTED)
     print(f"committed calibration: 8b loss {base8:.5f} 14b {shape_loss(FITTED, 'qwen3-14b'):.5f} "
           f"32b {shape_loss(FITTED, 'qwen3-32b'):.5f}")
     blind = split_errors(None, [p for s in SHAPES for p in shape_points(s)])
     print(f"split=shape points={len(blind)} committed (blind) median_abs_error_pct: {medians(blind)}")
+    for shp in SHAPES:
+        print(f"  committed (blind) {shp}: {medians(split_errors(None, shape_points(shp)))}")
     other_splits = {split: [p for p in ALL_POINTS if split_of(p) == split] for split in ("args", "rate")}
     for split, pts in other_splits.items():
         print(f"split={split} points={len(pts)} committed: {medians(split_errors(None, pts))}")
@@ -114,17 +161,17 @@ def main() -> None:
             key = fits[held] = best(("qwen3-8b", other))
             rows = split_errors(key, shape_points(held))
             held_rows += rows
-            print(f"LOSO held out {held}: fitted on qwen3-8b + {other}: exp={key[1]} lead={key[2]:.1f} ms")
+            print(f"LOSO held out {held}: fitted on qwen3-8b + {other}: {label(key)}")
             for p, r in zip(shape_points(held), rows, strict=True):
                 print(f"  {p.name:28s} " + " ".join(f"{SHORT[m]}={r[m]:.1f}" for m in METRICS))
             print(f"  median_abs_error_pct {held}: {medians(rows)}")
         print(f"split=shape points={len(held_rows)} form={form} LOSO median_abs_error_pct: {medians(held_rows)}")
         for split, pts in other_splits.items():
             for name, key in fits.items():
-                print(f"split={split} points={len(pts)} form={form} fit={name} (exp {key[1]}, lead {key[2]:.1f} ms): "
+                print(f"split={split} points={len(pts)} form={form} fit={name} ({label(key)}): "
                       f"{medians(split_errors(key, pts))}")
         key = fits["all"]
-        print(f"form {form} fit on all shapes: exp={key[1]} lead={key[2]:.1f} ms, 8b loss "
+        print(f"form {form} fit on all shapes: {label(key)}, 8b loss "
               f"{losses[key]['qwen3-8b']:.5f} (committed {base8:.5f})")
     print(f"cpu_s={time.process_time() - t0:.0f}")
 
