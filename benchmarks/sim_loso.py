@@ -149,6 +149,7 @@ def main() -> None:
     other_splits = {split: [p for p in ALL_POINTS if split_of(p) == split] for split in ("args", "rate")}
     for split, pts in other_splits.items():
         print(f"split={split} points={len(pts)} committed: {medians(split_errors(None, pts))}")
+    fits_by_form: dict[str, dict[str, Key]] = {}
     for form in FORMS:
         def best(fit_shapes: tuple[str, ...], form: str = form) -> Key:
             return min(grid[form], key=lambda k: statistics.mean(losses[k][s] for s in fit_shapes))
@@ -171,8 +172,15 @@ def main() -> None:
                 print(f"split={split} points={len(pts)} form={form} fit={name} ({label(key)}): "
                       f"{medians(split_errors(key, pts))}")
         key = fits["all"]
+        fits_by_form[form] = fits
         print(f"form {form} fit on all shapes: {label(key)}, 8b loss "
               f"{losses[key]['qwen3-8b']:.5f} (committed {base8:.5f})")
+    gemm_forms = ("gpow", "gsat")
+    print("signed P99 ITL ms on the shape points: measured, committed, each per-GEMM form's LOSO fit (shape held out)")
+    for p in [p for s in SHAPES for p in shape_points(s)]:
+        sims = [simulate(p, FITTED)] + [simulate(p, candidate(fits_by_form[f][p.shape], p.shape)) for f in gemm_forms]
+        print(f"  {p.name:28s} measured {measured(p)['p99_itl_ms']:6.1f} committed {sims[0]['p99_itl_ms']:6.1f} "
+              + " ".join(f"{f} {r['p99_itl_ms']:6.1f}" for f, r in zip(gemm_forms, sims[1:], strict=True)))
     print(f"cpu_s={time.process_time() - t0:.0f}")
 
 
