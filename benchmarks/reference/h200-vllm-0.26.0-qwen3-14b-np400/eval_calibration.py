@@ -7,32 +7,14 @@ is used by the simulator). Prints the split, per-shape-set, SLA and last lines, 
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
-import io
 import runpy
 import sys
 from pathlib import Path
-from typing import Any
 
-import tuner.sim.engine as engine
-from tuner.sim.calibration import FITTED
-
-FIDELITY = Path(__file__).resolve().parents[2] / "sim_fidelity.py"
-
-
-def main() -> None:
-    over = dict(item.split("=") for item in filter(None, sys.argv[1].split(","))) if len(sys.argv) > 1 else {}
-    values: dict[str, Any] = {k: int(float(v)) if k == "sched_ahead" else float(v) for k, v in over.items()}
-    engine.FITTED = dataclasses.replace(FITTED, **values)  # the engines' default calibration
-    sys.argv = sys.argv[:1]
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        runpy.run_path(str(FIDELITY), run_name="__main__")
-    for line in out.getvalue().splitlines():
-        if line.startswith(("split=", "  shape set", "sla_verdicts", "median_abs_error_pct=")):
-            print(line)
-
+# the runner of the earlier deferral forms, with the per-shape-set lines added
+DRIVER = Path(__file__).resolve().parents[1] / "h200-vllm-0.26.0-qwen3-14b" / "defer_forms.py"
 
 if __name__ == "__main__":
-    main()
+    summary = runpy.run_path(str(DRIVER), run_name="defer_forms")["summary"]
+    summary(sys.argv[1] if len(sys.argv) > 1 else "",
+            ("split=", "  shape set", "sla_verdicts", "median_abs_error_pct="))

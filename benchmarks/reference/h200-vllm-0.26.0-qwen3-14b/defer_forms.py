@@ -25,18 +25,23 @@ from tuner.sim.calibration import FITTED
 FIDELITY = Path(__file__).resolve().parents[2] / "sim_fidelity.py"
 
 
-def main() -> None:
-    over = dict(item.split("=") for item in filter(None, sys.argv[1].split(","))) if len(sys.argv) > 1 else {}
-    values: dict[str, Any] = {k: float(v) for k, v in over.items()}
+def summary(spec: str, prefixes: tuple[str, ...] = ("split=", "sla_verdicts", "median_abs_error_pct=")) -> None:
+    """sim_fidelity.py under FITTED with `spec` ("k=v,k=v") replaced, printing only the lines that start with
+    `prefixes` (also used by ../h200-vllm-0.26.0-qwen3-14b-np400/eval_calibration.py)."""
+    over = dict(item.split("=") for item in filter(None, spec.split(",")))
+    values: dict[str, Any] = {k: int(float(v)) if k == "sched_ahead" else float(v) for k, v in over.items()}
     engine.FITTED = dataclasses.replace(FITTED, **values)  # the engines' default calibration
-    sys.argv = sys.argv[:1]
+    argv, sys.argv = sys.argv, sys.argv[:1]
     out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        runpy.run_path(str(FIDELITY), run_name="__main__")
+    try:
+        with contextlib.redirect_stdout(out):
+            runpy.run_path(str(FIDELITY), run_name="__main__")
+    finally:
+        sys.argv = argv
     for line in out.getvalue().splitlines():
-        if line.startswith(("split=", "sla_verdicts", "median_abs_error_pct=")):
+        if line.startswith(prefixes):
             print(line)
 
 
 if __name__ == "__main__":
-    main()
+    summary(sys.argv[1] if len(sys.argv) > 1 else "")
