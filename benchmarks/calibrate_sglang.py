@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import dataclasses
 import gzip
-import json
 import re
 import statistics
 import sys
@@ -53,6 +52,7 @@ from tuner.load.capacity import measure_point  # noqa: E402
 from tuner.load.records import Request  # noqa: E402
 from tuner.load.target import VirtualTarget  # noqa: E402
 from tuner.sim.calibration import SGLANG_FIT_POINTS, SGLANG_FITTED  # noqa: E402
+from tuner.sim.detailed import load_json  # noqa: E402
 from tuner.sim.engine import SimulatedEngine  # noqa: E402
 from tuner.sim.reference import FIGURES, REPO, STUDY_SETS, StudyPoint, study_points  # noqa: E402
 from tuner.sim.sglang_cost import SGLangTerms  # noqa: E402
@@ -208,27 +208,36 @@ SWEEP_LOG = ("logs_sgl_triton.tar.gz", "./server_sgl_triton.log")
 
 
 def sweep_requests(data: dict[str, Any]) -> list[Request]:
-    """A `vllm bench serve --save-detailed` result's requests as they were sent (start_times, lengths)."""
+    """A `vllm bench serve --save-detailed` result's requests as they were sent (start_times, lengths; the stored
+    sweep keeps no ITLs, so tuner.sim.detailed.bench_run does not apply)."""
     t0 = min(data["start_times"])
     return [Request(i, float(t - t0), int(i_len), int(o_len)) for i, (t, i_len, o_len) in
             enumerate(zip(data["start_times"], data["input_lens"], data["output_lens"], strict=True))]
 
 
-def sweep_check(folder: Path, terms: SGLangTerms | None) -> list[dict[str, float]]:
+def sweep_points(folder: Path, terms: SGLangTerms | None) -> list[tuple[str, dict[str, Any], dict[str, float],
+                                                                         dict[str, float]]]:
     """The sweep's points (fixed 2048/512 lengths, Poisson) replayed with their real send times through the
-    simulator with `terms`: sim/real per point (vllm bench's figures), |error| %."""
+    simulator with `terms`: (file stem, result, sim, real) per point (vllm bench's figures)."""
     from tuner.sim.reference import METRICS, figures
 
     out = []
     for f in sorted(folder.glob("bench_*.json")):
-        data = json.loads(f.read_text())
+        data = load_json(f)
         sim = figures(engine(TRITON_BF16, terms).run(sweep_requests(data)))
-        real = {m: float(data[m]) for m in METRICS}
-        err = {m: abs(sim[m] / real[m] - 1) * 100 for m in METRICS}
+        out.append((f.stem, data, sim, {m: float(data[m]) for m in METRICS}))
+    return out
+
+
+def sweep_check(folder: Path, terms: SGLangTerms | None) -> list[dict[str, float]]:
+    """sweep_points, printed: sim/real per point, |error| %."""
+    out = []
+    for stem, data, sim, real in sweep_points(folder, terms):
+        err = {m: abs(sim[m] / real[m] - 1) * 100 for m in real}
         out.append(err)
-        print(f"  {f.name:26s} rate={data['request_rate']:4.1f} " + " ".join(
+        print(f"  {stem + '.json':26s} rate={data['request_rate']:4.1f} " + " ".join(
             f"{m.replace('_ms', '').replace('output_throughput', 'tok/s')}={sim[m]:.1f}/{real[m]:.1f} {err[m]:.0f}%"
-            for m in METRICS))
+            for m in real))
     return out
 
 
@@ -243,15 +252,21 @@ def sweep_decode_samples() -> list[tuple[float, float, float]]:
     return decode_lines(text.splitlines(), "")[0]
 
 
+def decode_fit(samples: list[tuple[float, float, float]]) -> tuple[float, float]:
+    """(step_extra_s, triton_e_kv) from decode intervals: over the base calibration, y - its step without KV
+    reads = extra + slope x context, and dec_b = KV bytes per token / (bandwidth x e_kv) gives e_kv."""
+    plain = engine(TRITON_BF16, None)
+    ctx = np.array([s[1] for s in samples])
+    y = np.array([s[2] for s in samples]) - (predicted(plain, samples) - plain.cost.dec_b * ctx)
+    (extra, slope), *_ = np.linalg.lstsq(np.c_[np.ones(len(samples)), ctx], y, rcond=None)
+    return float(extra), float(plain.cost.dec_b * plain.cal.e_kv / slope)
+
+
 def main() -> None:
     alone, t1, t3 = decode_samples(ALONE), decode_samples(JOINT_T1), decode_samples(JOINT_T3)
     assert len(alone) == 1 and len(t1) == 3 and len(t3) == 2, (len(alone), len(t1), len(t3))
     fit = alone[0] + t1[0] + t1[1]
-    plain = engine(TRITON_BF16, None)  # the base calibration: y - its step without KV reads = extra + slope x ctx
-    ctx = np.array([s[1] for s in fit])
-    y = np.array([s[2] for s in fit]) - (predicted(plain, fit) - plain.cost.dec_b * ctx)
-    (extra, slope), *_ = np.linalg.lstsq(np.c_[np.ones(len(fit)), ctx], y, rcond=None)
-    e_kv = plain.cost.dec_b * plain.cal.e_kv / slope  # dec_b = KV bytes per token / (bandwidth x e_kv)
+    extra, e_kv = decode_fit(fit)
     print(f"fit samples={len(fit)} (h200-sglang-dynamic t0 @6, h200-joint-dynamic t1 @6 @12): "
           f"step_extra_s={extra:.6g} triton_e_kv={e_kv:.6g}")
     cur = SGLANG_FITTED
@@ -264,7 +279,7 @@ def main() -> None:
         print(f"  {name:20s} samples={len(smp):3d} decode step |error| median/max %: "
               f"without SGLang terms {statistics.median(old):5.1f}/{max(old):5.1f}  "
               f"with {statistics.median(new):5.1f}/{max(new):5.1f}")
-    fit_prefill(dataclasses.replace(cur, step_extra_s=float(extra), triton_e_kv=float(e_kv)))
+    fit_prefill(dataclasses.replace(cur, step_extra_s=extra, triton_e_kv=e_kv))
     print("per-request replays at 6 req/s (sim/real ms):")
     replay_requests()
     sweep()
@@ -277,23 +292,19 @@ def sweep() -> None:
         e = errors(engine(TRITON_BF16, terms), smp)
         print(f"sweep server log ({label} SGLang terms): {len(smp)} decode intervals, |error| median/max % "
               f"{statistics.median(e):.1f}/{max(e):.1f}")
-    plain = engine(TRITON_BF16, None)
-    ctx = np.array([s[1] for s in smp])
-    y = np.array([s[2] for s in smp]) - (predicted(plain, smp) - plain.cost.dec_b * ctx)
-    (extra, slope), *_ = np.linalg.lstsq(np.c_[np.ones(len(smp)), ctx], y, rcond=None)
-    print(f"  the same regression on the sweep's log alone: step_extra_s={extra:.6g} "
-          f"triton_e_kv={plain.cost.dec_b * plain.cal.e_kv / slope:.6g}")
+    extra, e_kv = decode_fit(smp)
+    print(f"  the same regression on the sweep's log alone: step_extra_s={extra:.6g} triton_e_kv={e_kv:.6g}")
     for label, terms in (("with", SGLANG_FITTED), ("without", None)):
         print(f"sweep points ({label} SGLang terms; sim/real, |error| %):")
         errs = sweep_check(SWEEP, terms)
         print("  median |error| %: " + " ".join(f"{k}={statistics.median(e[k] for e in errs):.1f}" for k in errs[0]))
     # the other split: every term fitted on the sweep (decode terms on its log, triton_e_attn on its points), the
     # study points all held out
-    alt = dataclasses.replace(SGLANG_FITTED, step_extra_s=float(extra), fp8_lin_gain=None,  # FP8: priors only
-                              triton_e_kv=float(plain.cost.dec_b * plain.cal.e_kv / slope))
+    alt = dataclasses.replace(SGLANG_FITTED, step_extra_s=extra, fp8_lin_gain=None,  # FP8: priors only
+                              triton_e_kv=e_kv)
     from tuner.sim.reference import figures
 
-    datas = [json.loads(f.read_text()) for f in sorted(SWEEP.glob("bench_*.json"))]
+    datas = [load_json(f) for f in sorted(SWEEP.glob("bench_*.json"))]
     figs = ("output_throughput", "p50_ttft_ms", "p99_ttft_ms", "p50_tpot_ms", "p99_tpot_ms")
 
     def sweep_score(t: SGLangTerms) -> float:

@@ -97,6 +97,16 @@ def med(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
+def medians(rows: list[dict[str, float]], keys: tuple[str, ...] = METRICS) -> str:
+    """'tok/s=X TTFT50=Y ...': the median |error| % of each figure over `rows`."""
+    return " ".join(f"{SHORT[k]}={med([r[k] for r in rows]):.1f}" for k in keys)
+
+
+def cells(sim: dict[str, float], real: dict[str, float], err: dict[str, float], keys: tuple[str, ...] = METRICS) -> str:
+    """'sim/real |error|%' per figure, one table row."""
+    return " ".join(f"{sim[k]:>7.1f}/{real[k]:>7.1f} {err[k]:3.0f}%" for k in keys)
+
+
 def others(sla: dict[str, list[int]], wrong: list[str]) -> None:
     """The other H200 studies (other workload, FP8, SGLang, the joint vLLM/SGLang study), each load point re-run as
     the study ran it, on its trial's own engine."""
@@ -113,34 +123,25 @@ def others(sla: dict[str, list[int]], wrong: list[str]) -> None:
         groups.setdefault(group, []).append(err)
         if not group.endswith("/fit"):
             tally_verdict(sla.setdefault("other", [0, 0, 0]), wrong, sp.name, sim, real)
-        cells = " ".join(f"{sim[f]:>7.1f}/{real[f]:>7.1f} {err[f]:3.0f}%" for f in FIGURES)
-        print(f"  {sp.name:{width}s} {group:16s} {cells}")
+        print(f"  {sp.name:{width}s} {group:16s} {cells(sim, real, err, FIGURES)}")
     for group, rows in groups.items():
-        per = " ".join(f"{SHORT[f]}={med([r[f] for r in rows]):.1f}" for f in FIGURES)
-        print(f"other={group} points={len(rows)} median_abs_error_pct: {per}")
+        print(f"other={group} points={len(rows)} median_abs_error_pct: {medians(rows, FIGURES)}")
 
 
 def sglang_sweep(sla: dict[str, list[int]], wrong: list[str]) -> None:
     """The H200 SGLang rate sweep (benchmarks/reference/h200-sglang-0.5.17-sweep, never fitted on), each point
     replayed with its real send times: sim/real vllm bench figures, held out."""
-    import json
-
-    from benchmarks.calibrate_sglang import SWEEP, TRITON_BF16, engine, sweep_requests
+    from benchmarks.calibrate_sglang import SWEEP, sweep_points
     from tuner.sim.calibration import SGLANG_FITTED
-    from tuner.sim.reference import figures
 
     print("SGLang rate sweep (held out; 2048/512 tokens, Poisson, real send times; sim/real, |error| %):")
     rows = []
-    for f in sorted(SWEEP.glob("bench_*.json")):
-        data = json.loads(f.read_text())
-        sim = figures(engine(TRITON_BF16, SGLANG_FITTED).run(sweep_requests(data)))
-        real = {m: float(data[m]) for m in METRICS}
+    for stem, _, sim, real in sweep_points(SWEEP, SGLANG_FITTED):
         err = errors_pct(sim, real)
         rows.append(err)
-        tally_verdict(sla.setdefault("sglang-sweep", [0, 0, 0]), wrong, f.stem, sim, real)
-        print(f"  {f.stem:26s} " + " ".join(f"{sim[m]:>7.1f}/{real[m]:>7.1f} {err[m]:3.0f}%" for m in METRICS))
-    print(f"sglang-sweep points={len(rows)} median_abs_error_pct: "
-          + " ".join(f"{SHORT[m]}={med([r[m] for r in rows]):.1f}" for m in METRICS))
+        tally_verdict(sla.setdefault("sglang-sweep", [0, 0, 0]), wrong, stem, sim, real)
+        print(f"  {stem:26s} {cells(sim, real, err)}")
+    print(f"sglang-sweep points={len(rows)} median_abs_error_pct: {medians(rows)}")
 
 
 def detailed(width: int) -> None:
@@ -199,8 +200,7 @@ def main() -> None:
         point_errs.append(err)
         if split in ("args", "rate", "shape"):
             tally_verdict(sla.setdefault(split, [0, 0, 0]), wrong, short_name(p), sim, real)
-        cells = " ".join(f"{sim[m]:>7.1f}/{real[m]:>7.1f} {err[m]:3.0f}%" for m in METRICS)
-        print(f"{short_name(p):{width}s} {split:6s} {cells}")
+        print(f"{short_name(p):{width}s} {split:6s} {cells(sim, real, err)}")
     shapes = sorted({p.shape for p in ALL_POINTS})
     for split in ("fit", "repeat", "rate", "args", "shape"):
         rows = errs.get(split, [])
@@ -209,22 +209,20 @@ def main() -> None:
                     "model shape)" if split == "shape" and len(shapes) == 1 else "")
             print(f"split={split} points=0{note}")
             continue
-        per = " ".join(f"{SHORT[m]}={med([r[m] for r in rows]):.1f}" for m in METRICS)
-        print(f"split={split} points={len(rows)} median_abs_error_pct: {per} "
+        print(f"split={split} points={len(rows)} median_abs_error_pct: {medians(rows)} "
               f"all={med([v for r in rows for v in r.values()]):.1f}")
     for set_name in sorted({p.set_name for p in ALL_POINTS if split_of(p) == "shape"}):
         rows = [e for q, e in zip(ALL_POINTS, point_errs, strict=True) if q.set_name == set_name]
-        per = " ".join(f"{SHORT[m]}={med([r[m] for r in rows]):.1f}" for m in METRICS)
-        print(f"  shape set={set_name} points={len(rows)} median_abs_error_pct: {per}")
+        print(f"  shape set={set_name} points={len(rows)} median_abs_error_pct: {medians(rows)}")
     print("per-request replays (the measured send times and lengths; ITL quantiles sim/real ms, |error| %):")
     print(f"{'point':{width}s} {'split':6s} " + " ".join(f"{'ITL' + str(q):>17s}" for q in QUANTILES) + "  TTFT50/99 err")
     for name in RECORDS:
         p = next(q for q in ALL_POINTS if q.name == name)
         sim_d, real_d = replay(name)
-        cells = " ".join(f"{s:>6.1f}/{r:>6.1f} {abs(s / r - 1) * 100:2.0f}%" for s, r in zip(sim_d["itl"], real_d["itl"],
+        itl_cells = " ".join(f"{s:>6.1f}/{r:>6.1f} {abs(s / r - 1) * 100:2.0f}%" for s, r in zip(sim_d["itl"], real_d["itl"],
                                                                                          strict=True))
         t_err = [abs(sim_d["ttft"][QUANTILES.index(q)] / real_d["ttft"][QUANTILES.index(q)] - 1) * 100 for q in (50, 99)]
-        print(f"{short_name(p):{width}s} {split_of(p):6s} {cells}  {t_err[0]:3.0f}% {t_err[1]:3.0f}%")
+        print(f"{short_name(p):{width}s} {split_of(p):6s} {itl_cells}  {t_err[0]:3.0f}% {t_err[1]:3.0f}%")
     detailed(width)
     others(sla, wrong)
     sglang_sweep(sla, wrong)

@@ -37,6 +37,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.calibrate_sim import CAP, loss
+from benchmarks.sim_fidelity import SHORT, medians
 from tuner.sim.calibration import FITTED
 from tuner.sim.catalog import get_shape
 from tuner.sim.cost import Calibration
@@ -51,8 +52,6 @@ SAT_HALF_M = (1.0, 2.0, 3.0, 4.0, 6.0, 8.0)  # s_half in millions of N x K
 # forms: "lead" = (a) + (b), the change tried; "share" = (a) alone, the committed share + lead cap kept (ablation)
 FORMS = ("lead", "share", "gpow", "gsat")
 SHAPES = ("qwen3-14b", "qwen3-32b")
-SHORT = {"output_throughput": "tok/s", "p50_ttft_ms": "TTFT50", "p99_ttft_ms": "TTFT99", "p50_tpot_ms": "TPOT50",
-         "p99_tpot_ms": "TPOT99", "p50_itl_ms": "ITL50", "p99_itl_ms": "ITL99"}
 
 
 Key = tuple[str, float, float]  # (form, exp, lead ms)
@@ -113,10 +112,6 @@ def shape_loss(cal: Calibration, shape: str) -> float:
 def split_errors(key: Key | None, points: list[RefPoint]) -> list[dict[str, float]]:
     """|error| % per point with candidate `key` (None: the committed calibration)."""
     return [errors_pct(simulate(p, FITTED if key is None else candidate(key, p.shape)), measured(p)) for p in points]
-
-
-def medians(rows: list[dict[str, float]]) -> str:
-    return " ".join(f"{SHORT[m]}={statistics.median(r[m] for r in rows):.1f}" for m in METRICS)
 
 
 def main() -> None:
