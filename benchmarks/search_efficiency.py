@@ -98,8 +98,9 @@ def load_study(workload: str, seed: int, trials: int, a: argparse.Namespace) -> 
     path = ROOT / "studies" / fname
     data = load_yaml(path)
     data["seed"] = 0  # workload seed fixed: one landscape; sampler seed set apart
-    data["allow"] = SPEC_ALLOW if getattr(a, "levers", "fp8") == "spec" else ALLOW
-    if data["allow"] is SPEC_ALLOW:
+    spec = getattr(a, "levers", "fp8") == "spec"
+    data["allow"] = SPEC_ALLOW if spec else ALLOW
+    if spec:
         data["speculative"] = {"methods": SPEC_METHODS}
     if profile:
         data["workload"] = {**data["workload"], "profile": profile}

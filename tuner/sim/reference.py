@@ -107,7 +107,7 @@ Q14B_POINTS: tuple[RefPoint, ...] = tuple(
 # (name, file, args, rate, prompts, lengths, shape, max_model_len; benchmarks/import_bench_set.py writes it). Never
 # fitted on: other model shapes, held out by shape (split 'shape'), replayed request by request.
 DETAILED_SETS: tuple[str, ...] = tuple(
-    s for s in ("h200-vllm-0.26.0-qwen3-14b-np400", "h200-vllm-0.26.0-qwen3-4b", "h200-vllm-0.26.0-qwen3-32b")
+    s for s in ("h200-vllm-0.26.0-qwen3-14b-np400", "h200-vllm-0.26.0-qwen3-32b")
     if (REF_ROOT / s / "points.json").exists()
 )
 
