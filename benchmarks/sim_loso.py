@@ -26,7 +26,9 @@ gpow with the lead cap moved (the per-request timelines, prompt_steps.txt: befor
 real decodes wait 21-32 ms more on 14B and 32B, the simulator 56 ms, its `prompt_lead_max_s` cap; the committed share
 0.31 kept): "gcap" refits one cap for every shape (so the 8B fit and the args and rate splits move with it); "gscale"
 scales the committed cap by (the shape's per-token linear-layer cost / Qwen3-8B's) ** beta, beta <= 0 (a fixed CPU
-lead overlaps more of a slower GPU step; Qwen3-8B, and so the args and rate splits, unchanged by construction).
+lead overlaps more of a slower GPU step; Qwen3-8B, and so the args and rate splits, unchanged by construction);
+"gtok" replaces the cap by a lead per prompt token the step carries (`prompt_lead_tok_s`: the CPU work of the new
+prompt tokens, so a step with two prompts gets twice the lead; one lead for every shape, 8B moves with it).
 
     PYTHONPATH=$PWD .venv/bin/python benchmarks/sim_loso.py
 """
@@ -60,7 +62,8 @@ SAT_HALF_M = (1.0, 2.0, 3.0, 4.0, 6.0, 8.0)  # s_half in millions of N x K
 CAP_EXPS = (0.05, 0.075, 0.1)
 CAPS_MS = (25.0, 30.0, 35.0, 40.0, 45.0, 50.0, 55.9)
 BETAS = (-1.5, -1.0, -0.75, -0.5, -0.25, 0.0)
-FORMS = ("lead", "share", "gpow", "gsat", "gcap", "gscale")
+LEAD_US = (10.0, 13.0, 16.0, 20.0, 24.0, 27.3)  # gtok: us per prompt token (27.3 x 2048 = the committed 55.9 ms cap)
+FORMS = ("lead", "share", "gpow", "gsat", "gcap", "gscale", "gtok")
 SHAPES = ("qwen3-14b", "qwen3-32b")
 
 
@@ -94,8 +97,10 @@ def candidate(key: Key, shape: str) -> Calibration:
     form, exp, lead_ms = key
     if form in ("gpow", "gsat"):
         return dataclasses.replace(FITTED, e_lin=min(FITTED.e_lin * gemm_factor(form, exp, shape), 1.0))
-    if form in ("gcap", "gscale"):  # gpow's e_lin; the cap: lead_ms itself (gcap), or beta = lead_ms (gscale)
+    if form in ("gcap", "gscale", "gtok"):  # gpow's e_lin; the cap: lead_ms (gcap), beta (gscale), us/token (gtok)
         e_lin = min(FITTED.e_lin * gemm_factor("gpow", exp, shape), 1.0)
+        if form == "gtok":
+            return dataclasses.replace(FITTED, e_lin=e_lin, prompt_lead_tok_s=lead_ms * 1e-6)
         if form == "gcap":
             return dataclasses.replace(FITTED, e_lin=e_lin, prompt_lead_max_s=lead_ms / 1e3)
         g, g8 = get_shape(shape), get_shape("qwen3-8b")
@@ -111,7 +116,7 @@ def label(key: Key) -> str:
     par = "s_half_M" if key[0] == "gsat" else "exp"
     c14, c32 = (candidate(key, s) for s in SHAPES)
     e14, e32 = c14.e_lin / FITTED.e_lin, c32.e_lin / FITTED.e_lin
-    lead = f"beta={key[2]}" if key[0] == "gscale" else f"lead={key[2]:.1f} ms"
+    lead = {"gscale": f"beta={key[2]}", "gtok": f"lead={key[2]} us/token"}.get(key[0], f"lead={key[2]:.1f} ms")
     caps = (f", cap {c14.prompt_lead_max_s * 1e3:.1f} / {c32.prompt_lead_max_s * 1e3:.1f} ms"
             if key[0] in ("gcap", "gscale") else "")
     return f"{par}={key[1]} {lead} (e_lin x{e14:.3f} on 14B, x{e32:.3f} on 32B{caps})"
@@ -155,12 +160,14 @@ def main() -> None:
         "gsat": [("gsat", h, lead_committed) for h in SAT_HALF_M],
         "gcap": [("gcap", e, c) for e in CAP_EXPS for c in CAPS_MS],
         "gscale": [("gscale", e, b) for e in CAP_EXPS for b in BETAS],
+        "gtok": [("gtok", e, u) for e in CAP_EXPS for u in LEAD_US],
     }
     losses: dict[Key, dict[str, float]] = {}
     print(f"grid: exp {EXPS}; form lead: lead ms {LEADS_MS}, prompt_defer={SHARE:g}; form share: "
           f"prompt_defer={FITTED.prompt_defer:g}, lead cap {lead_committed:.1f} ms (committed); per-shape losses:")
     print(f"gemm forms: gpow exp {GEMM_EXPS}, gsat s_half (M) {SAT_HALF_M}; e14/e32 = e_lin factor on 14B / 32B")
-    print(f"gpow + cap forms: exp {CAP_EXPS}; gcap cap ms {CAPS_MS}; gscale beta {BETAS} (lead column = beta)")
+    print(f"gpow + cap forms: exp {CAP_EXPS}; gcap cap ms {CAPS_MS}; gscale beta {BETAS}; gtok us/token {LEAD_US} "
+          "(lead column = beta / us per token)")
     print(f"{'form':6s} {'exp':>5s} {'lead':>6s} {'8b':>8s} {'14b':>8s} {'32b':>8s} {'e14':>6s} {'e32':>6s}")
     for key in [k for form in FORMS for k in grid[form]]:
         row = {"qwen3-8b": loss8(candidate(key, "qwen3-8b")), **{s: shape_loss(candidate(key, s), s) for s in SHAPES}}
@@ -204,12 +211,19 @@ def main() -> None:
         fits_by_form[form] = fits
         print(f"form {form} fit on all shapes: {label(key)}, 8b loss "
               f"{losses[key]['qwen3-8b']:.5f} (committed {base8:.5f})")
-    gemm_forms = ("gpow", "gsat", "gcap", "gscale")
+    gemm_forms = ("gpow", "gsat", "gcap", "gscale", "gtok")
     print("signed P99 ITL ms on the shape points: measured, committed, each per-GEMM form's LOSO fit (shape held out)")
     for p in [p for s in SHAPES for p in shape_points(s)]:
         sims = [simulate(p, FITTED)] + [simulate(p, candidate(fits_by_form[f][p.shape], p.shape)) for f in gemm_forms]
         print(f"  {p.name:28s} measured {measured(p)['p99_itl_ms']:6.1f} committed {sims[0]['p99_itl_ms']:6.1f} "
               + " ".join(f"{f} {r['p99_itl_ms']:6.1f}" for f, r in zip(gemm_forms, sims[1:], strict=True)))
+    lead_forms = ("gcap", "gtok")
+    print("signed P99 ITL % on the args points (sim vs measured): committed, gcap and gtok as fitted on all shapes")
+    for p in other_splits["args"]:
+        real = measured(p)["p99_itl_ms"]
+        sims = [simulate(p, FITTED)] + [simulate(p, candidate(fits_by_form[f]["all"], p.shape)) for f in lead_forms]
+        print(f"  {p.name[-40:]:40s} measured {real:6.1f} " + " ".join(
+            f"{n} {(r['p99_itl_ms'] / real - 1) * 100:+6.1f}" for n, r in zip(("committed", *lead_forms), sims, strict=True)))
     print(f"cpu_s={time.process_time() - t0:.0f}")
 
 

@@ -117,6 +117,7 @@ class SimulatedEngine:
             sched.heat_k, sched.heat_tau = self.cal.heat_slowdown, self.cal.heat_tau_s
             sched.defer = self.cal.prompt_defer
             sched.lead_max = self.cal.prompt_lead_max_s or math.inf
+            sched.lead_tok = self.cal.prompt_lead_tok_s
         else:
             sched = SGLangScheduler(self.cost, self.cfg, self.kv_capacity_tokens, self.cal.frontend_s)
         sched.macro = self.macro_steps

@@ -35,6 +35,9 @@ class Calibration:
     # before their tokens go out; the rest goes to the next step (0 = no limit, off). In the H200 records at
     # 8 req/s a step with two new prompts shows as two intervals of about one prompt each, not 1.3 + 0.7
     prompt_lead_max_s: float = 0.0
+    # vLLM: with this set (s per prompt token, 0 = off), the lead is this x the prompt tokens the step carries in
+    # place of prompt_lead_max_s: the CPU work of a step's new prompt tokens, not a share of its GPU time
+    prompt_lead_tok_s: float = 0.0
     # vLLM async scheduling (1 = on): each step is scheduled when the one before it starts, so a request that
     # reaches the engine during a step is admitted a step later; 0 = at the next step
     sched_ahead: int = 0

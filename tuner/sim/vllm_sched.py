@@ -11,6 +11,9 @@ is done; the next step carries the rest (a share of the prompt's extra time) and
 token. Modelled as: a step with prompt chunks lasts its cost minus `prompt_defer` x (its cost above the same
 step without chunks); the next step lasts that much longer, and a prompt completed in the step gets its
 first token (and joins the decodes) at the next step's end.
+With `Calibration.prompt_lead_tok_s` set, the most a prompt step's decodes wait for is that time per prompt token
+the step carries (not `prompt_lead_max_s`): the CPU work of the step's new prompt tokens, as the per-request
+timelines show (benchmarks/prompt_steps.py: 21-40 ms for a 2048-token prompt on Qwen3-8B, -14B and -32B alike).
 """
 
 from __future__ import annotations
@@ -36,17 +39,19 @@ class VLLMScheduler(Core):
         self.defer = 0.0  # Calibration.prompt_defer (set by the engine)
         self.carry = 0.0  # deferred prompt work the next step carries
         self.lead_max = math.inf  # Calibration.prompt_lead_max_s (0 there = no limit; set by the engine)
+        self.lead_tok = 0.0  # Calibration.prompt_lead_tok_s (0 = off: lead_max applies; set by the engine)
         self.lagged: list[Seq] = []  # prompts completed last step: first token at this step's end
         self.width = cost.width
         # set by SimulatedEngine._run: async scheduling on (Calibration.sched_ahead) and the run's time limit
         self.ahead = False
         self.stop_at = math.inf
 
-    def _deferred(self, extra: float) -> float:
+    def _deferred(self, extra: float, ptoks: int) -> float:
         """The part of a prompt step's extra time that goes to the next step: `prompt_defer` of it, and at
-        least what lies beyond `prompt_lead_max_s` (the decodes' tokens wait for at most that much prompt work)."""
+        least what lies beyond the lead (the decodes' tokens wait for at most that much prompt work): the step's
+        `ptoks` prompt tokens x `prompt_lead_tok_s` where set, else `prompt_lead_max_s`."""
         d = extra * self.defer
-        over = extra - self.lead_max
+        over = extra - (ptoks * self.lead_tok if self.lead_tok else self.lead_max)
         return over if over > d else d
 
     def _newest(self) -> Seq:
@@ -210,7 +215,7 @@ class VLLMScheduler(Core):
                 extra = 0.0
                 if chunks and n:
                     extra = dur - cost_step(n, n, ctx, ctx, n <= graph_max)
-                    extra = self._deferred(extra if extra > 0.0 else 0.0)
+                    extra = self._deferred(extra if extra > 0.0 else 0.0, tokens - n)
                 dur += self.carry - extra
                 self.carry = extra
         else:
@@ -225,7 +230,7 @@ class VLLMScheduler(Core):
                 extra = 0.0
                 if chunks and n:
                     base = cost_step(n, n, ctx, ctx, n <= graph_max, **spec)
-                    extra = self._deferred(max(dur - base, 0.0))
+                    extra = self._deferred(max(dur - base, 0.0), tokens - n)
                 dur += self.carry - extra
                 self.carry = extra
         now = self.now
@@ -288,7 +293,7 @@ class VLLMScheduler(Core):
         if defer:
             extra = dur - cost_step(n, n, ctx, ctx, n <= graph_max)
             extra = extra if extra > 0.0 else 0.0
-            extra = extra * defer if extra <= self.lead_max else self._deferred(extra)
+            extra = extra * defer if extra <= self.lead_max and not self.lead_tok else self._deferred(extra, c)
             dur += self.carry - extra
             self.carry = extra
         now = self.now
