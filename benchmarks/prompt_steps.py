@@ -8,6 +8,10 @@ The same is done on the simulator's token times for the same sends and lengths, 
 the same way: how large the prompt's extra time is (its sum) and how it splits between the interval before the first
 token and the one that ends with it (the share the simulator defers).
 
+Then the tail (what sets P99 ITL): the step intervals at or above the run's 99th percentile of intervals, and of those
+the share that ends with new requests' first tokens ("with") and the share that ends without any while the next
+interval brings some ("before": the prompts' work came before their first tokens' interval, the simulator's deferral).
+
     PYTHONPATH=$PWD .venv/bin/python benchmarks/prompt_steps.py
 """
 
@@ -67,6 +71,21 @@ def around_prompts(tl: Timeline) -> tuple[np.ndarray, float, int]:
     return np.array(rows).reshape(-1, 7), base, len(rows)
 
 
+def tail_split(tl: Timeline) -> tuple[int, float, float, float]:
+    """(intervals at or above the 99th percentile of intervals, that P99 ms, share 'with', share 'before')."""
+    allt = np.sort(np.concatenate([t for _, _, t in tl]))
+    cut = np.where(np.diff(allt) > GAP_S)[0]
+    ends = np.concatenate([allt[cut], allt[-1:]])
+    dur = np.diff(ends) * 1e3  # dur[j]: the interval ending at ends[j + 1]
+    firsts = np.array([f for _, f, _ in tl])
+    cnt = np.bincount(np.searchsorted(ends, firsts - GAP_S), minlength=len(ends) + 2)
+    p99 = float(np.percentile(dur, 99))
+    top = np.where(dur >= p99)[0]
+    with_ = sum(cnt[j + 1] > 0 for j in top)
+    before = sum(cnt[j + 1] == 0 and cnt[j + 2] > 0 for j in top)
+    return len(top), p99, with_ / len(top), before / len(top)
+
+
 def sim_timeline(point: RefPoint, reqs: list[Request]) -> Timeline:
     eng = SimulatedEngine(flavour="vllm", gpu="H200", shape=point.shape, args=point.args,
                           max_model_len=point.max_model_len)
@@ -85,6 +104,10 @@ def report(name: str, real: Timeline, sim: Timeline) -> None:
               + " ".join(f"{x:6.1f}" for x in extra)
               + f" | sum(i-1,i,i+1) {extra[1:4].sum():6.1f} | share at i {extra[2] / max(extra[1:4].sum(), 1e-9):4.2f}"
               + f" | TTFT {med[5]:6.1f} ms, steps {med[6]:.0f}")
+    for who, tl in (("real", real), ("sim", sim)):
+        n, p99, with_, before = tail_split(tl)
+        print(f"{name:40s} {who:4s} tail: {n:3d} intervals >= P99 {p99:6.1f} ms: first tokens at their end {with_:4.2f},"
+              f" only at the next one's {before:4.2f}")
 
 
 def main() -> None:
