@@ -8,6 +8,9 @@ benchmarks/calibrate_sim.py. A point not fitted on counts as held out only by wh
 - args: its engine configuration, as the engine resolves it (explicit defaults = omitted ones), is
   in no fitted point;
 - rate: its configuration was fitted, but never at this Poisson rate;
+- client: its configuration and rate were fitted, but only as measured by the other load generator (servetune's
+  token-id prompts vs `vllm bench serve`'s text prompts; tuner.sim.reference.client_of), e.g. the Qwen3-8B
+  `vllm bench --save-detailed` set (benchmarks/reference/h200-vllm-0.26.0-qwen3-8b-vbench) at 6 and 12 req/s;
 - shape: its model shape is in no fitted point (leave-one-shape-out: the Qwen3-14B sets,
   benchmarks/reference/h200-vllm-0.26.0-qwen3-14b and -qwen3-14b-np400, and the Qwen3-32B set; a line per set);
 - repeat: the same configuration and rate was fitted (e.g. a re-run): not held out at all.
@@ -46,6 +49,7 @@ from tuner.sim.calibration import SGLANG_FIT_POINTS
 from tuner.sim.detailed import p99_intervals
 from tuner.sim.reference import (
     ALL_POINTS,
+    DETAILED_SETS,
     FIGURES,
     METRICS,
     QUANTILES,
@@ -198,11 +202,11 @@ def main() -> None:
         split = split_of(p)
         errs.setdefault(split, []).append(err)
         point_errs.append(err)
-        if split in ("args", "rate", "shape"):
+        if split in ("args", "rate", "client", "shape"):
             tally_verdict(sla.setdefault(split, [0, 0, 0]), wrong, short_name(p), sim, real)
         print(f"{short_name(p):{width}s} {split:6s} {cells(sim, real, err)}")
     shapes = sorted({p.shape for p in ALL_POINTS})
-    for split in ("fit", "repeat", "rate", "args", "shape"):
+    for split in ("fit", "repeat", "rate", "client", "args", "shape"):
         rows = errs.get(split, [])
         if not rows:
             note = (f" (every reference point is {shapes[0]}: leave-one-shape-out needs measured runs of a second "
@@ -214,6 +218,10 @@ def main() -> None:
     for set_name in sorted({p.set_name for p in ALL_POINTS if split_of(p) == "shape"}):
         rows = [e for q, e in zip(ALL_POINTS, point_errs, strict=True) if q.set_name == set_name]
         print(f"  shape set={set_name} points={len(rows)} median_abs_error_pct: {medians(rows)}")
+    for set_name in DETAILED_SETS:  # the Qwen3-8B detailed set: its rate and client points together
+        pts = [(q, e) for q, e in zip(ALL_POINTS, point_errs, strict=True) if q.set_name == set_name]
+        if pts and all(split_of(q) in ("rate", "client") for q, _ in pts):
+            print(f"  8B set={set_name} points={len(pts)} median_abs_error_pct: {medians([e for _, e in pts])}")
     print("per-request replays (the measured send times and lengths; ITL quantiles sim/real ms, |error| %):")
     print(f"{'point':{width}s} {'split':6s} " + " ".join(f"{'ITL' + str(q):>17s}" for q in QUANTILES) + "  TTFT50/99 err")
     for name in RECORDS:

@@ -40,6 +40,13 @@ def test_unfitted_engine_args_are_held_out_by_args() -> None:
     assert split_of(BY_NAME["mns128_mbt4k_r6"]) == "args"
 
 
+def test_a_fitted_config_and_rate_measured_by_the_other_client_is_held_out_by_client() -> None:
+    # the 8B vllm bench set (text prompts): 6 and 12 req/s fitted only from servetune's client, 9 never
+    assert [split_of(BY_NAME[f"qwen3-8b-vbench/default_r{r}"]) for r in ("6", "9", "12")] == ["client", "rate", "client"]
+    assert split_of(BY_NAME["default_r6"]) == "client"  # vllm bench, 200 prompts; servetune's t0_default_r6 is fitted
+    assert not any(p.set_name.endswith("-8b-vbench") for p in ALL_POINTS if p.name in FIT_SET)
+
+
 def test_explicit_defaults_count_as_the_default_config() -> None:
     p = RefPoint("x", "bench_default.json", {"max_num_seqs": 1024, "max_num_batched_tokens": 8192}, rate=3.0)
     assert p.config_key() == BY_NAME["default"].config_key()
@@ -54,9 +61,11 @@ def test_an_unfitted_model_shape_is_held_out_by_shape() -> None:
 def test_the_qwen3_14b_and_32b_runs_are_the_shape_split_and_never_fitted() -> None:
     # sim_fidelity's leave-one-shape-out figures: fails if a set is dropped, fitted, or loses a rate
     held = {p.name for p in ALL_POINTS if split_of(p) == "shape"}
-    assert held == {p.name for p in Q14B_POINTS + DETAILED_POINTS} and len(held) == 9
-    assert DETAILED_SETS == ("h200-vllm-0.26.0-qwen3-14b-np400", "h200-vllm-0.26.0-qwen3-32b")
-    assert {p.shape for p in DETAILED_POINTS} == {"qwen3-14b", "qwen3-32b"}
+    other_shapes = [p for p in DETAILED_POINTS if p.shape != "qwen3-8b"]
+    assert held == {p.name for p in Q14B_POINTS + tuple(other_shapes)} and len(held) == 9
+    assert DETAILED_SETS == ("h200-vllm-0.26.0-qwen3-14b-np400", "h200-vllm-0.26.0-qwen3-32b",
+                             "h200-vllm-0.26.0-qwen3-8b-vbench")
+    assert {p.shape for p in other_shapes} == {"qwen3-14b", "qwen3-32b"}
     q32 = BY_NAME["qwen3-32b/default_r1.75"]
     assert (q32.prompts, q32.rate, q32.max_model_len) == (160, 1.75, 40960)
     assert round(measured(q32)["p99_ttft_ms"], 1) == 876.9  # the lead's summary (gpu-data README)

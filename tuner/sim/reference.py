@@ -105,9 +105,11 @@ Q14B_POINTS: tuple[RefPoint, ...] = tuple(
 
 # Sets of `vllm bench serve --save-detailed` runs (per-request ttfts/itls, gzip), each described by a points.json
 # (name, file, args, rate, prompts, lengths, shape, max_model_len; benchmarks/import_bench_set.py writes it). Never
-# fitted on: other model shapes, held out by shape (split 'shape'), replayed request by request.
+# fitted on, replayed request by request: other model shapes (14B, 32B: split 'shape'), and Qwen3-8B at the default
+# config with the same client (-qwen3-8b-vbench, issue 17's client/shape check: config and client in the fit's
+# h200-vllm-0.26.0 points, rates 6/9/12 not: split 'rate').
 DETAILED_SETS: tuple[str, ...] = tuple(
-    s for s in ("h200-vllm-0.26.0-qwen3-14b-np400", "h200-vllm-0.26.0-qwen3-32b")
+    s for s in ("h200-vllm-0.26.0-qwen3-14b-np400", "h200-vllm-0.26.0-qwen3-32b", "h200-vllm-0.26.0-qwen3-8b-vbench")
     if (REF_ROOT / s / "points.json").exists()
 )
 
@@ -155,10 +157,17 @@ FIT_SET = (
 )
 
 
+def client_of(p: RefPoint) -> str:
+    """The load generator that measured a point: servetune's HttpTarget (token-id prompts) or `vllm bench serve`
+    (text prompts the API server tokenizes)."""
+    return "servetune" if p.set_name in SERVETUNE_SETS else "vllm-bench"
+
+
 def split_of(p: RefPoint) -> str:
     """Why a point is held out: 'args' (its resolved engine config is in no fit point), 'rate' (fitted, never
-    at this rate), 'shape' (its model shape is in no fit point); or 'fit' / 'repeat' (same config and rate
-    fitted, e.g. a re-run) when it is not."""
+    at this rate), 'client' (config and rate fitted, but only as measured by the other client), 'shape' (its model
+    shape is in no fit point); or 'fit' / 'repeat' (same config, rate and client fitted, e.g. a re-run) when it is
+    not."""
     if p.name in FIT_SET:
         return "fit"
     fitted = [q for q in ALL_POINTS if q.name in FIT_SET]
@@ -167,7 +176,10 @@ def split_of(p: RefPoint) -> str:
     same = [q for q in fitted if q.config_key() == p.config_key() and q.shape == p.shape]
     if not same:
         return "args"
-    return "repeat" if any(q.rate == p.rate for q in same) else "rate"
+    same_rate = [q for q in same if q.rate == p.rate]
+    if not same_rate:
+        return "rate"
+    return "repeat" if any(client_of(q) == client_of(p) for q in same_rate) else "client"
 
 
 def measured(point: RefPoint, root: Path = REF_ROOT) -> dict[str, float]:
