@@ -160,6 +160,29 @@ def test_prompt_lead_max_caps_the_decodes_wait_in_a_step_with_two_prompts() -> N
     assert _with_defer(0.3, 0.2).run(lone)[0].token_times == _with_defer(0.3).run(lone)[0].token_times
 
 
+def test_prompt_defer_max_caps_what_a_prompt_step_hands_to_the_next_one() -> None:
+    # one and two 2048-token prompts next to a long decode (the one-prompt fast path and the general step)
+    for n_prompts in (1, 2):
+        reqs = [Request(0, 0.0, 128, 400)] + [Request(i, 1.0, 2048, 50) for i in range(1, n_prompts + 1)]
+        whole = _with_defer(0.0).run(reqs)[0].token_times
+        gaps_w = [b - a for a, b in zip(whole, whole[1:], strict=False)]
+        k = max(range(len(gaps_w)), key=gaps_w.__getitem__)
+        excess = gaps_w[k] - gaps_w[k - 1]
+        free = _with_defer(0.3).run(reqs)[0].token_times
+        cal = dataclasses.replace(FITTED, prompt_defer=0.3, prompt_lead_max_s=0.0, prompt_defer_max_s=0.005,
+                                  ingress_per_seq_s=0.0)
+        capped = SimulatedEngine(flavour="vllm", gpu="H200", shape="qwen3-8b", args={}, max_model_len=16384,
+                                 calibration=cal).run(reqs)
+        assert all(r.ok and r.output_tokens == r.output_len for r in capped)
+        tt = capped[0].token_times
+        gaps_f = [b - a for a, b in zip(free, free[1:], strict=False)]
+        gaps_c = [b - a for a, b in zip(tt, tt[1:], strict=False)]
+        assert 0.3 * excess > 0.01  # uncapped the next step would carry more than 10 ms
+        assert abs(gaps_c[k] - (gaps_f[k] + 0.3 * excess - 0.005)) < 1e-6  # the decodes wait for all but 5 ms
+        assert abs(gaps_c[k + 1] - (gaps_f[k + 1] - 0.3 * excess + 0.005)) < 1e-6  # the next step carries 5 ms
+        assert abs(tt[-1] - free[-1]) < 1e-6  # no time made or lost
+
+
 def test_prompt_defer_keeps_saturation_throughput() -> None:
     reqs = poisson(150, 0.0, out=200)
     assert abs(out_tok_s(_with_defer(0.3).run(reqs)) / out_tok_s(_with_defer(0.0).run(reqs)) - 1) < 0.01

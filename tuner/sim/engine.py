@@ -118,6 +118,7 @@ class SimulatedEngine:
             sched.defer = self.cal.prompt_defer
             sched.lead_max = self.cal.prompt_lead_max_s or math.inf
             sched.lead_tok = self.cal.prompt_lead_tok_s
+            sched.defer_max = self.cal.prompt_defer_max_s or math.inf
         else:
             sched = SGLangScheduler(self.cost, self.cfg, self.kv_capacity_tokens, self.cal.frontend_s)
         sched.macro = self.macro_steps

@@ -38,6 +38,9 @@ class Calibration:
     # vLLM: with this set (s per prompt token, 0 = off), the lead is this x the prompt tokens the step carries in
     # place of prompt_lead_max_s: the CPU work of a step's new prompt tokens, not a share of its GPU time
     prompt_lead_tok_s: float = 0.0
+    # vLLM: the most of a prompt step's extra time that goes to the next step (0 = no limit, off): at high load a
+    # step with several new prompts keeps their work before the first tokens' interval (benchmarks/prompt_tail.py)
+    prompt_defer_max_s: float = 0.0
     # vLLM async scheduling (1 = on): each step is scheduled when the one before it starts, so a request that
     # reaches the engine during a step is admitted a step later; 0 = at the next step
     sched_ahead: int = 0

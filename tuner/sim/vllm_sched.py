@@ -40,6 +40,7 @@ class VLLMScheduler(Core):
         self.carry = 0.0  # deferred prompt work the next step carries
         self.lead_max = math.inf  # Calibration.prompt_lead_max_s (0 there = no limit; set by the engine)
         self.lead_tok = 0.0  # Calibration.prompt_lead_tok_s (0 = off: lead_max applies; set by the engine)
+        self.defer_max = math.inf  # Calibration.prompt_defer_max_s (0 there = no limit; set by the engine)
         self.lagged: list[Seq] = []  # prompts completed last step: first token at this step's end
         self.width = cost.width
         # set by SimulatedEngine._run: async scheduling on (Calibration.sched_ahead) and the run's time limit
@@ -52,7 +53,8 @@ class VLLMScheduler(Core):
         `ptoks` prompt tokens x `prompt_lead_tok_s` where set, else `prompt_lead_max_s`."""
         d = extra * self.defer
         over = extra - (ptoks * self.lead_tok if self.lead_tok else self.lead_max)
-        return over if over > d else d
+        d = over if over > d else d
+        return d if d <= self.defer_max else self.defer_max
 
     def _newest(self) -> Seq:
         return self.running[next(reversed(self.running))]
@@ -293,7 +295,8 @@ class VLLMScheduler(Core):
         if defer:
             extra = dur - cost_step(n, n, ctx, ctx, n <= graph_max)
             extra = extra if extra > 0.0 else 0.0
-            extra = extra * defer if extra <= self.lead_max and not self.lead_tok else self._deferred(extra, c)
+            extra = (extra * defer if extra <= self.lead_max and not self.lead_tok and self.defer_max == math.inf
+                     else self._deferred(extra, c))
             dur += self.carry - extra
             self.carry = extra
         now = self.now
