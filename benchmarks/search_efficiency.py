@@ -49,6 +49,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.search_grid import FLAT, Grid  # noqa: E402
 from tuner.search.ask_tell import TrialReport  # noqa: E402
+from tuner.search.coord import CoordTPESampler  # noqa: E402
 from tuner.search.local_tpe import LocalTPESampler  # noqa: E402
 from tuner.search.rf_sampler import RFSampler  # noqa: E402
 from tuner.search.searcher import SearchCore, make_sampler  # noqa: E402
@@ -154,6 +155,19 @@ def sampler_for(method: str, study: Study, space: Space, seed: int) -> optuna.sa
         branch = [int(p[1:]) for p in parts if p[0] == "b"]  # b<k>: every k-th neighbour move a branch move
         return LocalTPESampler(seed=seed, **{"n_startup_trials": n0, **kw}, multivariate=True, tpe_options=opts,
                                parents=parent_knobs(space), branch_every=branch[-1] if branch else 0)
+    if method.startswith("coord"):  # designed start + ranked coordinate moves: coord[-s<startup>][-e<moves per draw>]
+        parts = [p for p in method[5:].split("-") if p]
+        ckw: dict[str, Any] = {"n_startup_trials": n0}
+        for p in parts:  # s<n> startup, p<pct> share of guided trials that are moves, r: random (unranked) moves
+            if p[0] == "s":
+                ckw["n_startup_trials"] = int(p[1:])
+            elif p[0] == "p":
+                ckw["move_share"] = int(p[1:]) / 100
+            elif p == "r":
+                ckw["ranked"] = False
+            elif p == "n":
+                ckw["designed"] = False
+        return CoordTPESampler(seed=seed, **ckw)
     if method.startswith("tpe-mv-s"):
         return optuna.samplers.TPESampler(seed=seed, n_startup_trials=int(method[8:]), multivariate=True,
                                           group=True, constant_liar=True)

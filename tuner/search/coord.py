@@ -1,0 +1,273 @@
+"""Designed start + model-ranked coordinate moves on multivariate TPE (`search.algorithm: tpe-coord`).
+
+Why (benchmarks/search_efficiency.py, the lever space with speculative decoding): the configs within 95 %
+of the optimum are 6-30 of 2000-3600 and need several levers together (a speculative method with the
+right draft length, FP8 weights and KV cache, a sequence cap, a memory share that does not run out of
+memory). Each lever has a visible main effect, but random startup trials may never try a choice (one
+method in three), and TPE and random neighbour moves rarely change the one knob the incumbent lacks.
+
+- **Designed start**: the first `n_startup_trials` trials after the baseline are a Latin hypercube over
+  the knobs Optuna asks for: every categorical's choices equally often (so every speculative method and
+  precision is tried), every numeric knob once per stratum of its (log) range, combined at random.
+- **Coordinate moves**: after that, `moves_per_draw` of every `moves_per_draw + 1` trials copy the best
+  SLA-feasible trial and change exactly one knob: another choice of a categorical, or a step of an
+  ordinal knob (x or / 4 and 2 on a log range, +- 1/4 and 1/8 of a linear one). The move taken is the
+  untried one with the largest predicted gain under a main-effects model of every trial so far
+  (per knob, a kernel-weighted mean of the trials' normalised objective near that value; failures and
+  SLA misses count as the worst), so the levers that paid elsewhere are tried on the incumbent first.
+  A knob a moved parent switches on is drawn by TPE.
+- The other trials are multivariate grouped TPE's (it sees that a draft length matters only under a method).
+
+Uses only the trials it is told and the distributions Optuna passes (no benchmark levels, no simulator).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
+from optuna.samplers import TPESampler
+from optuna.study import Study
+from optuna.trial import FrozenTrial, TrialState
+
+from tuner.search.attrs import A_DUPLICATE, A_REJECTED
+from tuner.search.planned import PlannedSampler, movable, on_step, sla_feasible
+
+KERNEL = 0.15  # width of the main-effects kernel for numeric knobs, on their [0, 1] (log) scale
+FAIL_WEIGHT = 1.0  # a failure counts as this loss of log(objective) in a move's predicted gain
+FLAT = 0.01  # a move that changed the objective by less than this share marks its knob flat
+FLAT_PENALTY = 1.0  # predicted-gain penalty of moving a flat knob (in log objective: tried after the others)
+BONUS = 0.05  # exploration bonus for a knob value few trials have tried (divided by sqrt(weight + 1))
+
+
+class CoordTPESampler(PlannedSampler):
+    """Latin-hypercube start, then single-knob moves of the incumbent ranked by a main-effects model,
+    interleaved with multivariate TPE draws."""
+
+    def __init__(self, *, seed: int | None = None, n_startup_trials: int = 8, move_share: float = 2 / 3,
+                 ranked: bool = True, designed: bool = True, constant_liar: bool = True) -> None:
+        self._tpe = TPESampler(seed=seed, n_startup_trials=n_startup_trials, constant_liar=constant_liar,
+                               multivariate=True, group=True)
+        super().__init__(self._tpe, seed)
+        self.n_startup_trials, self.move_share, self.ranked = n_startup_trials, move_share, ranked
+        self.designed = designed  # False: TPE's own random startup (for the benchmark's comparison)
+        self._design: dict[int, int] = {}  # trial number -> row of the designed start
+        self._rows = 0  # design rows handed out
+        self._columns: dict[str, list[int]] = {}  # knob -> its shuffled strata / choice indices, one per row
+        self._guided = 0  # trials handed out after the start (moves and TPE draws)
+        self._centre = -1  # the trial whose single-knob moves are being swept
+        self._from: dict[int, float] = {}  # trial number of a move -> the incumbent's objective it moved from
+        self.moves: dict[int, tuple[str, Any]] = {}  # trial number -> (knob, new value), for tests and traces
+
+    # ------------------------------------------------------------------ planning
+
+    def before_trial(self, study: Study, trial: FrozenTrial) -> None:
+        self._tpe.before_trial(study, trial)
+        if "fixed_params" in trial.system_attrs:  # enqueued (a baseline, a warm start): nothing to plan
+            return
+        if self._rows < self.n_startup_trials:
+            if self.designed:
+                self._design[trial.number] = self._rows
+            self._rows += 1
+            return
+        self._guided += 1
+        g, p = self._guided, self.move_share
+        if len(study.directions) > 1 or math.floor(g * p + 1e-9) == math.floor((g - 1) * p + 1e-9):
+            return  # a TPE draw (multi-objective studies: TPE only)
+        plan = self._best_move(study, trial)
+        if plan is not None:
+            self._plans[trial.number] = plan
+
+    def sample_independent(self, study: Study, trial: FrozenTrial, param_name: str,
+                           param_distribution: BaseDistribution) -> Any:
+        row = self._design.get(trial.number)
+        if row is not None:
+            return self._designed(param_name, param_distribution, row)
+        return super().sample_independent(study, trial, param_name, param_distribution)
+
+    def infer_relative_search_space(self, study: Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
+        if trial.number in self._design:
+            return {}
+        return super().infer_relative_search_space(study, trial)
+
+    def after_trial(self, study: Study, trial: FrozenTrial, state: TrialState, values: Any) -> None:
+        self._design.pop(trial.number, None)
+        super().after_trial(study, trial, state, values)
+
+    # ------------------------------------------------------------------ designed start
+
+    def _designed(self, name: str, d: BaseDistribution, row: int) -> Any:
+        """Row `row` of a Latin hypercube of `n_startup_trials` rows: categoricals balanced, numerics stratified."""
+        n = self.n_startup_trials
+        col = self._columns.get(name)
+        if col is None:
+            k = len(d.choices) if isinstance(d, CategoricalDistribution) else n
+            col = [i % k for i in range(n)]
+            self._rng.shuffle(col)
+            self._columns[name] = col
+        i = col[row % n]
+        if isinstance(d, CategoricalDistribution):
+            return d.choices[i % len(d.choices)]
+        assert isinstance(d, (IntDistribution, FloatDistribution))
+        u = (i + self._rng.uniform()) / n
+        return _from_unit(d, u)
+
+    # ------------------------------------------------------------------ coordinate moves
+
+    def _best_move(self, study: Study, trial: FrozenTrial) -> dict[str, Any] | None:
+        trials = study.get_trials(deepcopy=False)
+        told = [t for t in trials if _told(t)]
+        best = _incumbent(told)
+        if best is None:
+            return None
+        centre = next((t for t in told if t.number == self._centre), None)
+        if centre is not None and best.values[0] < centre.values[0] * (1 + FLAT):
+            best = centre  # not better by FLAT: keep sweeping the same point's moves rather than restart on noise
+        self._centre = best.number
+        model = _Additive(told)
+        seen = {_key(t.params) for t in trials if t.number != trial.number}
+        seen |= {_key(p) for n, p in self._plans.items() if n != trial.number}
+        here = model.predict(best.params)
+        flat = self._flat(trials)
+        ranked: list[tuple[float, float, str, Any]] = []
+        for name, d in best.distributions.items():
+            if not movable(d):
+                continue
+            for v in _neighbours(d, best.params[name]):
+                plan = {**best.params, name: v}
+                if _key(plan) in seen:
+                    continue
+                old = best.params[name]
+                gain = (model.predict(plan) - here + BONUS * (model.rarity(name, d, v) - model.rarity(name, d, old))
+                        - FAIL_WEIGHT * (model.failed(name, d, v) - model.failed(name, d, old)))
+                if name in flat:
+                    gain -= FLAT_PENALTY
+                ranked.append((gain if self.ranked else 0.0, float(self._rng.uniform()), name, v))
+        if not ranked:
+            return None
+        _, _, name, v = max(ranked)
+        self.moves[trial.number] = (name, v)
+        self._from[trial.number] = best.values[0]
+        return {**best.params, name: v}
+
+    def _flat(self, trials: list[FrozenTrial]) -> set[str]:
+        """Knobs whose move changed the objective by less than FLAT (either way) at least once: tried last."""
+        out = set()
+        for t in trials:
+            if t.number in self.moves and t.state == TrialState.COMPLETE and sla_feasible(t) and t.values:
+                base = self._from[t.number]
+                if base and abs(t.values[0] - base) < FLAT * abs(base):
+                    out.add(self.moves[t.number][0])
+        return out
+
+
+class _Additive:
+    """Ridge regression of log(objective) on the knobs (one-hot choices; a numeric knob's x and x^2 on
+    its [0, 1] (log) scale, and whether it is set), over the SLA-feasible trials: an additive (in log,
+    multiplicative) model that separates levers tried together, as a per-knob mean cannot."""
+
+    def __init__(self, told: list[FrozenTrial], ridge: float = 1.0) -> None:
+        ok = [t for t in told if t.state == TrialState.COMPLETE and sla_feasible(t) and t.values[0] > 0]
+        self.dists: dict[str, BaseDistribution] = {}
+        for t in told:
+            self.dists.update(t.distributions)
+        self.told = told
+        self.beta = np.zeros(0)
+        if len(ok) < 2:
+            return
+        x = np.array([self.features(t.params) for t in ok])
+        y = np.log([t.values[0] for t in ok])
+        self.mx, my = x.mean(axis=0), y.mean()
+        xc = x - self.mx
+        self.beta = np.linalg.solve(xc.T @ xc + ridge * np.eye(x.shape[1]), xc.T @ (y - my))
+
+    def features(self, params: dict[str, Any]) -> list[float]:
+        out: list[float] = []
+        for name, d in sorted(self.dists.items(), key=lambda kv: kv[0]):
+            v = params.get(name)
+            if isinstance(d, CategoricalDistribution):
+                out += [1.0 if v is not None and v == c else 0.0 for c in d.choices]
+            else:
+                assert isinstance(d, (IntDistribution, FloatDistribution))
+                x = _to_unit(d, v) if v is not None else 0.0
+                out += [float(v is not None), x, x * x]
+        return out
+
+    def predict(self, params: dict[str, Any]) -> float:
+        if not len(self.beta):
+            return 0.0
+        return float((np.array(self.features(params)) - self.mx) @ self.beta)
+
+    def rarity(self, name: str, d: BaseDistribution, v: Any) -> float:
+        """1 / sqrt(1 + trials near this value): a bonus for what few trials tried."""
+        w = sum(_similarity(d, t.params[name], v) for t in self.told if name in t.params)
+        return 1.0 / math.sqrt(1.0 + w)
+
+    def failed(self, name: str, d: BaseDistribution, v: Any) -> float:
+        """Share of the launched trials near this value that failed (out of memory, no start), with one
+        success as prior: the regression sees only configs that ran, this keeps moves out of failing regions."""
+        num, den = 0.0, 1.0
+        for t in self.told:
+            if name in t.params:
+                w = _similarity(d, t.params[name], v)
+                num, den = num + w * (t.state == TrialState.FAIL), den + w
+        return num / den
+
+
+def _told(t: FrozenTrial) -> bool:
+    """A trial that ran: complete, or a failure at launch (not one the searcher skipped before launch)."""
+    if t.state == TrialState.COMPLETE:
+        return bool(t.values)
+    return t.state == TrialState.FAIL and A_REJECTED not in t.user_attrs and A_DUPLICATE not in t.user_attrs
+
+
+def _incumbent(told: list[FrozenTrial]) -> FrozenTrial | None:
+    ok = [t for t in told if t.state == TrialState.COMPLETE and sla_feasible(t)]
+    return max(ok, key=lambda t: t.values[0]) if ok else None
+
+
+def _similarity(d: BaseDistribution, a: Any, b: Any) -> float:
+    if isinstance(d, CategoricalDistribution):
+        return 1.0 if a == b else 0.0
+    assert isinstance(d, (IntDistribution, FloatDistribution))
+    x = _to_unit(d, a) - _to_unit(d, b)
+    return math.exp(-0.5 * (x / KERNEL) ** 2)
+
+
+def _neighbours(d: BaseDistribution, v: Any) -> list[Any]:
+    """Every other choice of a categorical; ordinal steps of a numeric knob (large, then small)."""
+    if isinstance(d, CategoricalDistribution):
+        return [c for c in d.choices if c != v]
+    assert isinstance(d, (IntDistribution, FloatDistribution))
+    out: list[Any] = []
+    for step in (0.25, -0.25, 0.125, -0.125) if not d.log else (4.0, 0.25, 2.0, 0.5):
+        raw = v * step if d.log else v + step * (d.high - d.low)
+        if not d.low <= raw <= d.high:
+            continue
+        new: Any = on_step(d, raw)
+        new = int(round(new)) if isinstance(d, IntDistribution) else float(round(new, 10))
+        if new != v and new not in out:
+            out.append(new)
+    return out
+
+
+def _to_unit(d: IntDistribution | FloatDistribution, v: float) -> float:
+    if d.high == d.low:
+        return 0.0
+    if d.log:
+        return (math.log(v) - math.log(d.low)) / (math.log(d.high) - math.log(d.low))
+    return (v - d.low) / (d.high - d.low)
+
+
+def _from_unit(d: IntDistribution | FloatDistribution, u: float) -> Any:
+    u = min(max(u, 0.0), 1.0)
+    x = math.exp(math.log(d.low) + u * (math.log(d.high) - math.log(d.low))) if d.log else d.low + u * (d.high - d.low)
+    x = on_step(d, x)
+    return int(round(x)) if isinstance(d, IntDistribution) else float(round(x, 10))
+
+
+def _key(params: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted((k, repr(v)) for k, v in params.items()))
+
