@@ -167,6 +167,10 @@ def sampler_for(method: str, study: Study, space: Space, seed: int) -> optuna.sa
                 ckw["ranked"] = False
             elif p == "n":
                 ckw["designed"] = False
+            elif p == "t":
+                ckw["thompson"] = True
+            elif p[0] == "l":  # l<width>: locally weighted model
+                ckw["local"] = float(p[1:])
         return CoordTPESampler(seed=seed, **ckw)
     if method.startswith("tpe-mv-s"):
         return optuna.samplers.TPESampler(seed=seed, n_startup_trials=int(method[8:]), multivariate=True,

@@ -47,11 +47,14 @@ class CoordTPESampler(PlannedSampler):
     interleaved with multivariate TPE draws."""
 
     def __init__(self, *, seed: int | None = None, n_startup_trials: int = 8, move_share: float = 2 / 3,
-                 ranked: bool = True, designed: bool = True, constant_liar: bool = True) -> None:
+                 ranked: bool = True, designed: bool = True, thompson: bool = False, local: float = 0.0,
+                 constant_liar: bool = True) -> None:
         self._tpe = TPESampler(seed=seed, n_startup_trials=n_startup_trials, constant_liar=constant_liar,
                                multivariate=True, group=True)
         super().__init__(self._tpe, seed)
         self.n_startup_trials, self.move_share, self.ranked = n_startup_trials, move_share, ranked
+        self.local = local  # > 0: trials weighted by exp(-(knobs differing from the incumbent) / local)
+        self.thompson = thompson  # rank by a draw of the coefficients from the ridge posterior, not their mean
         self.designed = designed  # False: TPE's own random startup (for the benchmark's comparison)
         self._design: dict[int, int] = {}  # trial number -> row of the designed start
         self._rows = 0  # design rows handed out
@@ -126,7 +129,8 @@ class CoordTPESampler(PlannedSampler):
         if centre is not None and best.values[0] < centre.values[0] * (1 + FLAT):
             best = centre  # not better by FLAT: keep sweeping the same point's moves rather than restart on noise
         self._centre = best.number
-        model = _Additive(told)
+        model = _Additive(told, rng=self._rng if self.thompson else None,
+                          centre=best.params if self.local > 0 else None, width=self.local)
         seen = {_key(t.params) for t in trials if t.number != trial.number}
         seen |= {_key(p) for n, p in self._plans.items() if n != trial.number}
         here = model.predict(best.params)
@@ -168,7 +172,8 @@ class _Additive:
     its [0, 1] (log) scale, and whether it is set), over the SLA-feasible trials: an additive (in log,
     multiplicative) model that separates levers tried together, as a per-knob mean cannot."""
 
-    def __init__(self, told: list[FrozenTrial], ridge: float = 1.0) -> None:
+    def __init__(self, told: list[FrozenTrial], ridge: float = 1.0, rng: np.random.RandomState | None = None,
+                 centre: dict[str, Any] | None = None, width: float = 2.0) -> None:
         ok = [t for t in told if t.state == TrialState.COMPLETE and sla_feasible(t) and t.values[0] > 0]
         self.dists: dict[str, BaseDistribution] = {}
         for t in told:
@@ -179,9 +184,17 @@ class _Additive:
             return
         x = np.array([self.features(t.params) for t in ok])
         y = np.log([t.values[0] for t in ok])
-        self.mx, my = x.mean(axis=0), y.mean()
+        w = np.ones(len(ok)) if centre is None else np.exp(
+            -np.array([sum(t.params.get(k) != v for k, v in centre.items()) for t in ok]) / width)
+        self.mx, my = (w @ x) / w.sum(), float(w @ y) / w.sum()
         xc = x - self.mx
-        self.beta = np.linalg.solve(xc.T @ xc + ridge * np.eye(x.shape[1]), xc.T @ (y - my))
+        a = xc.T @ (w[:, None] * xc) + ridge * np.eye(x.shape[1])
+        self.beta = np.linalg.solve(a, xc.T @ (w * (y - my)))
+        if rng is not None:  # Thompson: one draw of the coefficients from their Gaussian posterior
+            resid = (y - my) - xc @ self.beta
+            s2 = max(float(w @ resid**2) / max(w.sum() - 1, 1), 0.01)
+            cov = s2 * np.linalg.inv(a)
+            self.beta = self.beta + np.linalg.cholesky(cov + 1e-12 * np.eye(len(cov))) @ rng.standard_normal(len(cov))
 
     def features(self, params: dict[str, Any]) -> list[float]:
         out: list[float] = []
