@@ -118,7 +118,7 @@ def load_study(workload: str, seed: int, trials: int, a: argparse.Namespace) -> 
     return validate(Study, data, str(path))
 
 
-METHODS = ("rf", "tpe-local", "random", "tpe", "cmaes", "tpe-mv", "qmc", "tpe-mv5", "nsga2", "tpe-s4", "local2", "local-s4")
+METHODS = ("tpe-coord", "tpe-local", "random", "rf", "tpe", "cmaes", "tpe-mv", "qmc", "tpe-mv5", "nsga2", "tpe-s4", "local2", "local-s4")
 
 
 def parent_knobs(space: Space) -> list[str]:
@@ -134,7 +134,7 @@ def sampler_for(method: str, study: Study, space: Space, seed: int) -> optuna.sa
                               for p in method[3:].split("-") if p != "d"}
         kw["distinct"] = "d" in method[3:].split("-")  # rf-d: tuner.search.rf_sampler's `distinct`
         return RFSampler(seed=seed, space=space, **kw)
-    if method in ("tpe-local", "tpe", "rf"):  # what servetune's make_sampler builds for `search.algorithm: <method>`
+    if method in ("tpe-local", "tpe-coord", "tpe", "rf"):  # what servetune's make_sampler builds for `search.algorithm: <method>`
         search = study.search.model_copy(update={"algorithm": method})
         return make_sampler(study.model_copy(update={"seed": seed, "search": search}), space)
     if method in ("tpe-mv", "tpe-mv5"):
@@ -157,7 +157,9 @@ def sampler_for(method: str, study: Study, space: Space, seed: int) -> optuna.sa
                                parents=parent_knobs(space), branch_every=branch[-1] if branch else 0)
     if method.startswith("coord"):  # designed start + ranked coordinate moves: coord[-s<startup>][-e<moves per draw>]
         parts = [p for p in method[5:].split("-") if p]
-        ckw: dict[str, Any] = {"n_startup_trials": n0}
+        # the variants tried on seeds 0-9 state every setting (the class defaults are the chosen one's)
+        ckw: dict[str, Any] = {"n_startup_trials": n0, "move_share": 2 / 3, "designed": True, "thompson": False,
+                               "local": 0.0}
         for p in parts:  # s<n> startup, p<pct> share of guided trials that are moves, r: random (unranked) moves
             if p[0] == "s":
                 ckw["n_startup_trials"] = int(p[1:])

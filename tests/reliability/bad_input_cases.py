@@ -230,7 +230,7 @@ CASES: list[Case] = [
          (put("search_space", {"file": str(ROOT / "search_spaces" / "sglang.yaml")}),),
          "search_space.file: {root}/search_spaces/sglang.yaml is a space for 'sglang', not 'vllm' | fix: use search_spaces/vllm.yaml"),
     Case("bad-search-algorithm", "a search algorithm servetune does not have", (put("search.algorithm", "bayes"),),
-         "{study}: search.algorithm: Input should be 'tpe-local', 'rf', 'tpe', 'nsga2', 'random' or 'grid' | fix: use one of the allowed values"),
+         "{study}: search.algorithm: Input should be 'tpe-local', 'tpe-coord', 'rf', 'tpe', 'nsga2', 'random' or 'grid' | fix: use one of the allowed values"),
     Case("unknown-objective-metric", "an objective metric no summary has",
          (put("objective.metric", "output_tokens"),),
          "{study}: objective.metric: unknown metric 'output_tokens' | fix: use a summary key such as output_throughput, request_throughput, request_goodput or p99_ttft_ms (per class: class.<name>.<key>)"),

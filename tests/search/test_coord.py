@@ -9,7 +9,7 @@ import optuna
 
 from tests.search.helpers import make_study, synthetic
 from tuner.search.coord import CoordTPESampler
-from tuner.search.searcher import SearchCore
+from tuner.search.searcher import SearchCore, make_sampler
 from tuner.search.space import build_space
 from tuner.trial.outcome import TrialOutcome
 
@@ -24,7 +24,7 @@ def _suggest(trial: optuna.Trial) -> dict:
 
 def test_designed_start_tries_every_choice_and_every_stratum() -> None:
     """9 start trials: each of c's 3 choices 3 times, b's both choices, n once in each ninth of its log range."""
-    sampler = CoordTPESampler(seed=4, n_startup_trials=9)
+    sampler = CoordTPESampler(seed=4, n_startup_trials=9, designed=True)
     study = optuna.create_study(direction="maximize", sampler=sampler)
     rows = []
     for _ in range(9):
@@ -40,7 +40,7 @@ def test_designed_start_tries_every_choice_and_every_stratum() -> None:
 def test_a_move_changes_exactly_one_knob_and_the_first_is_the_lever_that_paid() -> None:
     """Told data where c = "b" doubles the objective and the best trial (b = False, x3) has c = "a": with every guided
     trial a move, the first move is c -> "b" on the best trial, and every move changes one knob only."""
-    sampler = CoordTPESampler(seed=0, n_startup_trials=0, move_share=1.0)
+    sampler = CoordTPESampler(seed=0, n_startup_trials=0, move_share=1.0, thompson=False)
     study = optuna.create_study(direction="maximize", sampler=sampler)
     def value(params: dict) -> float:
         return (2.0 if params["c"] == "b" else 1.0) * (3.0 if params["b"] is False else 1.0)
@@ -68,9 +68,11 @@ def test_a_move_changes_exactly_one_knob_and_the_first_is_the_lever_that_paid() 
 def test_searches_through_the_core_with_constraints_and_failures() -> None:
     """Through SearchCore (baseline, repairs, feasibility model, dedup) on a surface with an OOM region and
     SLA misses: every launch is new, failures are told as FAIL, and a feasible incumbent is found."""
-    study = make_study(search={"algorithm": "tpe", "n_startup_trials": 6})
+    study = make_study(search={"algorithm": "tpe-coord", "n_startup_trials": 8})
     space = build_space(study)
-    core = SearchCore(study, space, sampler=CoordTPESampler(seed=1, n_startup_trials=6))
+    sampler = make_sampler(study, space)
+    assert isinstance(sampler, CoordTPESampler) and sampler.n_startup_trials == 6  # capped at COORD_STARTUP
+    core = SearchCore(study, space, sampler=sampler)
     seen, outcomes = set(), collections.Counter()
     for _ in range(24):
         cfg = core.ask()
@@ -82,5 +84,6 @@ def test_searches_through_the_core_with_constraints_and_failures() -> None:
         outcomes[r.outcome] += 1
         core.tell(cfg.number, r)
     assert outcomes[TrialOutcome.OOM] >= 1 and any(h["feasible"] for h in core.history)
+    assert len(sampler.moves) >= 5  # half the guided trials are single-knob moves
     failed = core.optuna.get_trials(states=(optuna.trial.TrialState.FAIL,))
     assert any(t.user_attrs.get("servetune.outcome") == "oom" for t in failed)

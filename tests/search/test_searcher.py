@@ -174,7 +174,7 @@ def test_duplicates_are_not_relaunched() -> None:
     assert core.duplicates == 1
 
 
-@pytest.mark.parametrize("algorithm", ["tpe-local", "tpe", "random", "nsga2"])
+@pytest.mark.parametrize("algorithm", ["tpe-local", "tpe-coord", "tpe", "random", "nsga2"])
 def test_ray_searcher_face(algorithm: str) -> None:
     searcher = make_searcher(make_study(search={"algorithm": algorithm}), _space())
     assert searcher.set_search_properties("objective", "max", {})

@@ -165,8 +165,9 @@ class SimGateSettings(Strict):
 
 class SearchSettings(Strict):
     # tpe-local: TPE plus neighbour moves around the incumbent (tuner/search/local_tpe.py, docs/search.md);
-    # rf: random forest + expected improvement (tuner/search/rf_sampler.py), selectable, not the default
-    algorithm: Literal["tpe-local", "rf", "tpe", "nsga2", "random", "grid"] = "tpe-local"
+    # rf: random forest + expected improvement (tuner/search/rf_sampler.py), selectable, not the default;
+    # tpe-coord: single-knob moves ranked by a model + multivariate TPE (tuner/search/coord.py)
+    algorithm: Literal["tpe-local", "tpe-coord", "rf", "tpe", "nsga2", "random", "grid"] = "tpe-local"
     baseline_first: bool = True
     n_startup_trials: int = Field(default=8, ge=0)
     prescreen: bool = False  # rank candidates on the simulator before real trials
@@ -297,7 +298,7 @@ class Study(Strict):
     def warnings(self) -> list[str]:
         """Valid but probably not meant (the study runs; the user is told)."""
         s, out = self.search, []
-        if "n_startup_trials" in s.model_fields_set and s.algorithm in ("tpe-local", "rf", "tpe", "nsga2") \
+        if "n_startup_trials" in s.model_fields_set and s.algorithm in ("tpe-local", "tpe-coord", "rf", "tpe", "nsga2") \
                 and s.n_startup_trials >= self.budget.trials:
             out.append(f"search.n_startup_trials {s.n_startup_trials} >= budget.trials {self.budget.trials}: every "
                        f"trial is a random start ({s.algorithm} never guides the search); set it below the trials")
