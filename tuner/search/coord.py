@@ -1,24 +1,27 @@
-"""Designed start + model-ranked coordinate moves on multivariate TPE (`search.algorithm: tpe-coord`).
+"""Single-knob moves of the incumbent ranked by a model, on multivariate TPE (`search.algorithm: tpe-coord`).
 
 Why (benchmarks/search_efficiency.py, the lever space with speculative decoding): the configs within 95 %
-of the optimum are 6-30 of 2000-3600 and need several levers together (a speculative method with the
-right draft length, FP8 weights and KV cache, a sequence cap, a memory share that does not run out of
-memory). Each lever has a visible main effect, but random startup trials may never try a choice (one
-method in three), and TPE and random neighbour moves rarely change the one knob the incumbent lacks.
+of the optimum are 5-30 of 2000-3600 and need several levers at once (DFlash at the right draft length,
+FP8 weights and KV cache, a sequence cap, a memory share that does not run out of memory), while the
+scheduler knobs barely matter there. The searches that miss end one knob away (KV cache not FP8, 8 draft
+tokens where 4 pay); TPE re-draws the basin and random neighbour moves (tpe-local) pick the one knob that
+completes it 1 time in ~25.
 
-- **Designed start**: the first `n_startup_trials` trials after the baseline are a Latin hypercube over
-  the knobs Optuna asks for: every categorical's choices equally often (so every speculative method and
-  precision is tried), every numeric knob once per stratum of its (log) range, combined at random.
-- **Coordinate moves**: after that, `moves_per_draw` of every `moves_per_draw + 1` trials copy the best
-  SLA-feasible trial and change exactly one knob: another choice of a categorical, or a step of an
-  ordinal knob (x or / 4 and 2 on a log range, +- 1/4 and 1/8 of a linear one). The move taken is the
-  untried one with the largest predicted gain under a main-effects model of every trial so far
-  (per knob, a kernel-weighted mean of the trials' normalised objective near that value; failures and
-  SLA misses count as the worst), so the levers that paid elsewhere are tried on the incumbent first.
-  A knob a moved parent switches on is drawn by TPE.
-- The other trials are multivariate grouped TPE's (it sees that a draft length matters only under a method).
+- **Start**: `n_startup_trials` random trials (TPE's own startup), after the baseline.
+- **Moves**: then `move_share` of the guided trials copy the best SLA-feasible trial (the "centre"; it
+  moves only when beaten by more than FLAT, so noise does not restart the sweep) and change exactly one
+  knob: another choice of a categorical, or a step of a numeric knob (x or / 4 and 2 on a log range,
+  +- 1/4 and 1/8 of a linear one). The move is the untried one with the largest predicted gain under a
+  ridge regression of log(objective) on the knobs (one-hot choices, x and x^2 of numerics) over the
+  SLA-feasible trials, each weighted by exp(-knobs it differs from the centre / `local`), with the
+  coefficients drawn from their Gaussian posterior (Thompson: an uncertain lever gets its turn), less
+  FAIL_WEIGHT x the share of launched trials near the new value that failed (OOM), and knobs whose move
+  changed the objective by < FLAT tried last. A knob a moved parent switches on is drawn by TPE.
+- **TPE**: the other guided trials are multivariate grouped TPE's (a draft length matters only under a method).
 
-Uses only the trials it is told and the distributions Optuna passes (no benchmark levels, no simulator).
+Settings chosen on the benchmark's seeds 0-9 against variants (a Latin-hypercube start: `designed`;
+unweighted or mean-only models; a move share of 1/3 or 2/3; docs/search.md). Uses only the trials it is
+told and the distributions Optuna passes (no benchmark levels, no simulator).
 """
 
 from __future__ import annotations
@@ -44,8 +47,9 @@ BONUS = 0.05  # exploration bonus for a knob value few trials have tried (divide
 
 
 class CoordTPESampler(PlannedSampler):
-    """Latin-hypercube start, then single-knob moves of the incumbent ranked by a main-effects model,
-    interleaved with multivariate TPE draws."""
+    """Random start, then single-knob moves of the incumbent ranked by a locally weighted Bayesian ridge
+    model (Thompson draw), interleaved with multivariate TPE draws. `designed=True` makes the start a Latin
+    hypercube (every categorical choice equally often; tried, worse on the benchmark)."""
 
     def __init__(self, *, seed: int | None = None, n_startup_trials: int = COORD_STARTUP, move_share: float = 0.5,
                  ranked: bool = True, designed: bool = False, thompson: bool = True, local: float = 4.0,
@@ -56,7 +60,7 @@ class CoordTPESampler(PlannedSampler):
         self.n_startup_trials, self.move_share, self.ranked = n_startup_trials, move_share, ranked
         self.local = local  # > 0: trials weighted by exp(-(knobs differing from the incumbent) / local)
         self.thompson = thompson  # rank by a draw of the coefficients from the ridge posterior, not their mean
-        self.designed = designed  # False: TPE's own random startup (for the benchmark's comparison)
+        self.designed = designed  # True: a Latin-hypercube start instead of TPE's random one
         self._design: dict[int, int] = {}  # trial number -> row of the designed start
         self._rows = 0  # design rows handed out
         self._columns: dict[str, list[int]] = {}  # knob -> its shuffled strata / choice indices, one per row
