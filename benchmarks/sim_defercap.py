@@ -27,11 +27,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.sim_fidelity import SHORT, medians
-from benchmarks.sim_loso import SHAPES, gemm_factor, loss8, shape_loss, shape_points, split_errors
+from benchmarks.sim_fidelity import medians
+from benchmarks.sim_loso import SHAPES, gemm_factor, loso, loss8, shape_loss, split_errors
 from tuner.sim.calibration import FITTED
 from tuner.sim.cost import Calibration
-from tuner.sim.reference import ALL_POINTS, METRICS, errors_pct, measured, simulate, split_of
+from tuner.sim.reference import ALL_POINTS, RefPoint, errors_pct, measured, simulate, split_of
 
 EXPS = (0.05, 0.075, 0.1)
 SHARES = (0.2, 0.31, 0.45)
@@ -73,18 +73,11 @@ def main() -> None:
         return min(keys, key=lambda k: statistics.mean(losses[k][s] for s in fit))
 
     fits = {"all": best(("qwen3-8b", *SHAPES)), "qwen3-8b": best(("qwen3-8b",))}
-    held: list[dict[str, float]] = []
-    for shp in SHAPES:
-        other = next(s for s in SHAPES if s != shp)
-        k = fits[shp] = best(("qwen3-8b", other))
-        rows = errs(k, shape_points(shp))
-        held += rows
-        print(f"LOSO held out {shp}: fitted on qwen3-8b + {other}: exp={k[0]} share={k[1]} cap={k[2]} ms")
-        for p, r in zip(shape_points(shp), rows, strict=True):
-            sim = simulate(p, cal_for(k, p.shape))
-            print(f"  {p.name:28s} " + " ".join(f"{SHORT[m]}={r[m]:.1f}" for m in METRICS)
-                  + f" | P99 ITL ms measured {measured(p)['p99_itl_ms']:.1f} sim {sim['p99_itl_ms']:.1f}")
-        print(f"  median_abs_error_pct {shp}: {medians(rows)}")
+    def itl(p: RefPoint, k: Key) -> str:
+        return (f" | P99 ITL ms measured {measured(p)['p99_itl_ms']:.1f} "
+                f"sim {simulate(p, cal_for(k, p.shape))['p99_itl_ms']:.1f}")
+
+    held = loso(best, errs, lambda k: f"exp={k[0]} share={k[1]} cap={k[2]} ms", fits, itl)
     print(f"split=shape points={len(held)} form=dcap LOSO median_abs_error_pct: {medians(held)}")
     for split in ("args", "rate", "client"):
         pts = [p for p in ALL_POINTS if split_of(p) == split]

@@ -40,7 +40,9 @@ import math
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -150,6 +152,24 @@ def split_errors(key: Key | None, points: list[RefPoint]) -> list[dict[str, floa
     return [errors_pct(simulate(p, FITTED if key is None else candidate(key, p.shape)), measured(p)) for p in points]
 
 
+def loso(best: Callable[[tuple[str, ...]], Any], errors: Callable[[Any, list[RefPoint]], list[dict[str, float]]],
+         describe: Callable[[Any], str], fits: dict[str, Any],
+         detail: Callable[[RefPoint, Any], str] = lambda p, key: "") -> list[dict[str, float]]:
+    """Each shape held out in turn: its points' errors under the key `best` picks on 8B + the other shape (added to
+    `fits` under the held shape), printed per point; returns the held-out rows of every shape."""
+    held_rows: list[dict[str, float]] = []
+    for held in SHAPES:
+        other = next(s for s in SHAPES if s != held)
+        key = fits[held] = best(("qwen3-8b", other))
+        rows = errors(key, shape_points(held))
+        held_rows += rows
+        print(f"LOSO held out {held}: fitted on qwen3-8b + {other}: {describe(key)}")
+        for p, r in zip(shape_points(held), rows, strict=True):
+            print(f"  {p.name:28s} " + " ".join(f"{SHORT[m]}={r[m]:.1f}" for m in METRICS) + detail(p, key))
+        print(f"  median_abs_error_pct {held}: {medians(rows)}")
+    return held_rows
+
+
 def main() -> None:
     t0 = time.process_time()
     lead_committed = FITTED.prompt_lead_max_s * 1e3
@@ -191,17 +211,8 @@ def main() -> None:
             return min(grid[form], key=lambda k: statistics.mean(losses[k][s] for s in fit_shapes))
 
         print(f"== form {form}")
-        held_rows: list[dict[str, float]] = []
         fits = {"all": best(("qwen3-8b", *SHAPES))}
-        for held in SHAPES:
-            other = next(s for s in SHAPES if s != held)
-            key = fits[held] = best(("qwen3-8b", other))
-            rows = split_errors(key, shape_points(held))
-            held_rows += rows
-            print(f"LOSO held out {held}: fitted on qwen3-8b + {other}: {label(key)}")
-            for p, r in zip(shape_points(held), rows, strict=True):
-                print(f"  {p.name:28s} " + " ".join(f"{SHORT[m]}={r[m]:.1f}" for m in METRICS))
-            print(f"  median_abs_error_pct {held}: {medians(rows)}")
+        held_rows = loso(best, split_errors, label, fits)
         print(f"split=shape points={len(held_rows)} form={form} LOSO median_abs_error_pct: {medians(held_rows)}")
         for split, pts in other_splits.items():
             for name, key in fits.items():

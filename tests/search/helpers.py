@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import optuna
+
 from tuner.search.ask_tell import Suggestion, TrialReport
 from tuner.search.searcher import SearchCore
 from tuner.search.space import Space, build_space
@@ -49,3 +51,13 @@ def synthetic(space: Space, cfg: Suggestion) -> TrialReport:
     viol = [(ttft - 1000.0) / 1000.0, -0.5]
     outcome = TrialOutcome.OK if max(viol) <= 0 else TrialOutcome.SLA_VIOLATED
     return TrialReport(outcome, objective=obj, violations=list(viol), latency=ttft, capacity=obj / 100)
+
+
+def mixed_knobs(trial: optuna.Trial) -> dict[str, Any]:
+    """One knob of each kind a study space has (categorical, log int, stepped float, int, bool): the
+    samplers' own tests ask Optuna for these directly."""
+    return {"c": trial.suggest_categorical("c", ["a", "b", "c"]),
+            "n": trial.suggest_int("n", 16, 1024, log=True),
+            "f": trial.suggest_float("f", 0.8, 0.97, step=0.01),
+            "p": trial.suggest_int("p", 1, 4),
+            "b": trial.suggest_categorical("b", [True, False])}

@@ -7,19 +7,11 @@ import math
 
 import optuna
 
-from tests.search.helpers import make_study, synthetic
+from tests.search.helpers import make_study, mixed_knobs, synthetic
 from tuner.search.coord import CoordTPESampler
 from tuner.search.searcher import SearchCore, make_sampler
 from tuner.search.space import build_space
 from tuner.trial.outcome import TrialOutcome
-
-
-def _suggest(trial: optuna.Trial) -> dict:
-    return {"c": trial.suggest_categorical("c", ["a", "b", "c"]),
-            "n": trial.suggest_int("n", 16, 1024, log=True),
-            "f": trial.suggest_float("f", 0.8, 0.97, step=0.01),
-            "p": trial.suggest_int("p", 1, 4),
-            "b": trial.suggest_categorical("b", [True, False])}
 
 
 def test_designed_start_tries_every_choice_and_every_stratum() -> None:
@@ -29,7 +21,7 @@ def test_designed_start_tries_every_choice_and_every_stratum() -> None:
     rows = []
     for _ in range(9):
         trial = study.ask()
-        rows.append(_suggest(trial))
+        rows.append(mixed_knobs(trial))
         study.tell(trial, 1.0)
     assert collections.Counter(r["c"] for r in rows) == {"a": 3, "b": 3, "c": 3}
     assert {r["b"] for r in rows} == {True, False}
@@ -49,13 +41,13 @@ def test_a_move_changes_exactly_one_knob_and_the_first_is_the_lever_that_paid() 
         study.enqueue_trial({"c": c, "n": 64, "f": 0.9, "p": 2, "b": b})
         t = study.ask()
         t.set_constraint("sla", -0.1)
-        study.tell(t, value(_suggest(t)))
+        study.tell(t, value(mixed_knobs(t)))
     first = None
     for _ in range(8):
         best = max((t for t in study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))),
                    key=lambda t: t.value)
         trial = study.ask()
-        params = _suggest(trial)
+        params = mixed_knobs(trial)
         assert trial.number in sampler.moves
         changed = [k for k in params if params[k] != best.params[k]]
         assert len(changed) == 1, (params, best.params)

@@ -4,18 +4,10 @@ from __future__ import annotations
 
 import optuna
 
-from tests.search.helpers import core_for, make_study, synthetic
+from tests.search.helpers import core_for, make_study, mixed_knobs, synthetic
 from tuner.search.local_tpe import LocalTPESampler
 from tuner.search.searcher import make_sampler
 from tuner.search.space import build_space
-
-
-def _suggest(trial: optuna.Trial) -> dict:
-    return {"c": trial.suggest_categorical("c", ["a", "b", "c"]),
-            "n": trial.suggest_int("n", 16, 1024, log=True),
-            "f": trial.suggest_float("f", 0.8, 0.97, step=0.01),
-            "p": trial.suggest_int("p", 1, 4),
-            "b": trial.suggest_categorical("b", [True, False])}
 
 
 def _incumbent(study: optuna.Study) -> optuna.trial.FrozenTrial | None:
@@ -31,7 +23,7 @@ def test_every_third_guided_trial_is_a_one_or_two_knob_neighbour_of_the_feasible
     for i in range(24):
         best = _incumbent(study)
         trial = study.ask()
-        params = _suggest(trial)
+        params = mixed_knobs(trial)
         if trial.number in sampler._plans:
             local += 1
             assert best is not None and i >= 4
@@ -55,13 +47,13 @@ def test_an_infeasible_best_is_never_the_incumbent() -> None:
                                      ({"c": "b", "n": 32, "f": 0.9, "p": 2, "b": False}, 10.0, -0.1)]:
         study.enqueue_trial(params)
         t = study.ask()
-        _suggest(t)
+        mixed_knobs(t)
         t.set_constraint("sla", violation)
         study.tell(t, value)
     local = 0
     for _ in range(4):
         t = study.ask()
-        params = _suggest(t)
+        params = mixed_knobs(t)
         if t.number in sampler._plans:
             local += 1
             assert sum(params[k] != v for k, v in {"c": "b", "n": 32, "f": 0.9, "p": 2, "b": False}.items()) <= 2
@@ -101,7 +93,7 @@ def test_multivariate_fallback_samples_unplanned_trials_jointly_and_planned_ones
         elif i >= 5:  # guided: TPE's joint space holds every knob seen in the completed trials
             joint += 1
             assert set(space) == {"c", "n", "f", "p", "b"}, space
-        params = _suggest(trial)
+        params = mixed_knobs(trial)
         trial.set_constraint("sla", -0.5)
         study.tell(trial, params["n"] * (2.0 if params["c"] == "b" else 1.0))
     assert planned >= 2 and joint >= 5
