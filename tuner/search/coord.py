@@ -36,7 +36,7 @@ from optuna.study import Study
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.search.attrs import A_DUPLICATE, A_REJECTED
-from tuner.search.planned import PlannedSampler, movable, on_step, sla_feasible
+from tuner.search.planned import PlannedSampler, incumbent, movable, sla_feasible, snap, to_unit
 
 COORD_STARTUP = 6  # random start trials (a cap on the study's n_startup_trials): chosen with the rest on seeds 0-9
 KERNEL = 0.15  # width of the main-effects kernel for numeric knobs, on their [0, 1] (log) scale
@@ -127,7 +127,7 @@ class CoordTPESampler(PlannedSampler):
     def _best_move(self, study: Study, trial: FrozenTrial) -> dict[str, Any] | None:
         trials = study.get_trials(deepcopy=False)
         told = [t for t in trials if _told(t)]
-        best = _incumbent(told)
+        best = incumbent(study, [t for t in told if t.state == TrialState.COMPLETE])
         if best is None:
             return None
         centre = next((t for t in told if t.number == self._centre), None)
@@ -209,7 +209,7 @@ class _Additive:
                 out += [1.0 if v is not None and v == c else 0.0 for c in d.choices]
             else:
                 assert isinstance(d, (IntDistribution, FloatDistribution))
-                x = _to_unit(d, v) if v is not None else 0.0
+                x = to_unit(d, v) if v is not None else 0.0
                 out += [float(v is not None), x, x * x]
         return out
 
@@ -241,16 +241,11 @@ def _told(t: FrozenTrial) -> bool:
     return t.state == TrialState.FAIL and A_REJECTED not in t.user_attrs and A_DUPLICATE not in t.user_attrs
 
 
-def _incumbent(told: list[FrozenTrial]) -> FrozenTrial | None:
-    ok = [t for t in told if t.state == TrialState.COMPLETE and sla_feasible(t)]
-    return max(ok, key=lambda t: t.values[0]) if ok else None
-
-
 def _similarity(d: BaseDistribution, a: Any, b: Any) -> float:
     if isinstance(d, CategoricalDistribution):
         return 1.0 if a == b else 0.0
     assert isinstance(d, (IntDistribution, FloatDistribution))
-    x = _to_unit(d, a) - _to_unit(d, b)
+    x = to_unit(d, a) - to_unit(d, b)
     return math.exp(-0.5 * (x / KERNEL) ** 2)
 
 
@@ -264,26 +259,16 @@ def _neighbours(d: BaseDistribution, v: Any) -> list[Any]:
         raw = v * step if d.log else v + step * (d.high - d.low)
         if not d.low <= raw <= d.high:
             continue
-        new: Any = on_step(d, raw)
-        new = int(round(new)) if isinstance(d, IntDistribution) else float(round(new, 10))
+        new = snap(d, raw)
         if new != v and new not in out:
             out.append(new)
     return out
 
 
-def _to_unit(d: IntDistribution | FloatDistribution, v: float) -> float:
-    if d.high == d.low:
-        return 0.0
-    if d.log:
-        return (math.log(v) - math.log(d.low)) / (math.log(d.high) - math.log(d.low))
-    return (v - d.low) / (d.high - d.low)
-
-
 def _from_unit(d: IntDistribution | FloatDistribution, u: float) -> Any:
     u = min(max(u, 0.0), 1.0)
     x = math.exp(math.log(d.low) + u * (math.log(d.high) - math.log(d.low))) if d.log else d.low + u * (d.high - d.low)
-    x = on_step(d, x)
-    return int(round(x)) if isinstance(d, IntDistribution) else float(round(x, 10))
+    return snap(d, x)
 
 
 def _key(params: dict[str, Any]) -> tuple[tuple[str, str], ...]:

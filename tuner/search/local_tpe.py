@@ -19,12 +19,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import optuna
 from optuna.samplers import TPESampler
 from optuna.study import Study
 from optuna.trial import FrozenTrial, TrialState
 
-from tuner.search.planned import PlannedSampler, movable, move, sla_feasible
+from tuner.search.planned import PlannedSampler, incumbent, movable, move
 
 
 class LocalTPESampler(PlannedSampler):
@@ -63,7 +62,7 @@ class LocalTPESampler(PlannedSampler):
                    if t.number != trial.number]
         if (len(done) + len(running) - self.n_startup_trials) % self.local_every != self.local_every - 1:
             return
-        best = _incumbent(study, done)
+        best = incumbent(study, done)
         if best is not None:
             self._plans[trial.number] = self._neighbour(best)
 
@@ -81,13 +80,4 @@ class LocalTPESampler(PlannedSampler):
         moved = set(self._rng.choice(names, size=k, replace=False).tolist())
         return {n: (move(best.distributions[n], v, self._rng) if n in moved else v)
                 for n, v in best.params.items()}
-
-
-def _incumbent(study: Study, done: list[FrozenTrial]) -> FrozenTrial | None:
-    """The best SLA-feasible completed trial (constraints all <= 0), single objective."""
-    ok = [t for t in done if t.values and sla_feasible(t)]
-    if not ok:
-        return None
-    return max(ok, key=lambda t: t.values[0]) if study.direction == optuna.study.StudyDirection.MAXIMIZE \
-        else min(ok, key=lambda t: t.values[0])
 

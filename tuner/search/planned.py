@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.samplers import BaseSampler
-from optuna.study import Study
+from optuna.study import Study, StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
 LOG_FACTOR = 4.0  # a move on a log-scaled knob multiplies or divides by this
@@ -106,6 +106,30 @@ def on_step(d: IntDistribution | FloatDistribution, v: float) -> float:
     if d.step:
         v = d.low + round((v - d.low) / d.step) * d.step
     return min(max(v, d.low), d.high)
+
+
+def snap(d: IntDistribution | FloatDistribution, v: float) -> Any:
+    """`v` on `d`'s step, in range, as the type Optuna hands out for it (int, or a float rounded to 1e-10)."""
+    v = on_step(d, v)
+    return int(round(v)) if isinstance(d, IntDistribution) else float(round(v, 10))
+
+
+def to_unit(d: BaseDistribution, v: Any) -> float:
+    """`v`'s position in `d`'s range on [0, 1] (on the log scale for a log knob; 0 for a one-value range)."""
+    assert isinstance(d, (IntDistribution, FloatDistribution))
+    lo, hi, x = float(d.low), float(d.high), float(v)
+    if d.log:
+        lo, hi, x = math.log(lo), math.log(hi), math.log(max(x, 1e-300))
+    return (x - lo) / (hi - lo) if hi > lo else 0.0
+
+
+def incumbent(study: Study, done: list[FrozenTrial]) -> FrozenTrial | None:
+    """The best SLA-feasible trial among `done` (completed ones), single objective."""
+    ok = [t for t in done if t.values and sla_feasible(t)]
+    if not ok:
+        return None
+    return max(ok, key=lambda t: t.values[0]) if study.direction == StudyDirection.MAXIMIZE \
+        else min(ok, key=lambda t: t.values[0])
 
 
 def sla_feasible(t: FrozenTrial) -> bool:

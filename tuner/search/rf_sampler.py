@@ -29,7 +29,7 @@ from sklearn.ensemble import RandomForestRegressor
 
 from tuner.search.attrs import A_OUTCOME
 from tuner.search.feasibility import config_key
-from tuner.search.planned import PlannedSampler, movable, move, on_step, sla_feasible
+from tuner.search.planned import PlannedSampler, movable, move, sla_feasible, snap, to_unit
 from tuner.search.space import Rejected, Space
 
 RF_STARTUP = 6  # completed trials (the baseline counts) before the forest guides: a cap on the study's n_startup_trials
@@ -208,7 +208,7 @@ class _Encoder:
             if isinstance(d, CategoricalDistribution):
                 out += [1.0 if v is not None and v == c else 0.0 for c in d.choices]
             else:
-                out.append(INACTIVE if v is None else _unit(d, v))
+                out.append(INACTIVE if v is None else to_unit(d, v))
         return out
 
     def random(self, rng: np.random.RandomState) -> dict[str, Any]:
@@ -240,16 +240,8 @@ class _Signature:
             if v is None or isinstance(d, CategoricalDistribution):
                 out.append(repr(v))
             else:
-                out.append(min(int(_unit(d, v) * self.BINS), self.BINS - 1))
+                out.append(min(int(to_unit(d, v) * self.BINS), self.BINS - 1))
         return tuple(out)
-
-
-def _unit(d: BaseDistribution, v: Any) -> float:
-    assert isinstance(d, (IntDistribution, FloatDistribution))
-    lo, hi, x = float(d.low), float(d.high), float(v)
-    if d.log:
-        lo, hi, x = math.log(lo), math.log(hi), math.log(max(x, 1e-300))
-    return (x - lo) / (hi - lo) if hi > lo else 0.0
 
 
 def _draw(d: BaseDistribution, rng: np.random.RandomState) -> Any:
@@ -261,8 +253,7 @@ def _draw(d: BaseDistribution, rng: np.random.RandomState) -> Any:
         v = math.exp(rng.uniform(math.log(d.low), math.log(d.high)))
     else:
         v = rng.uniform(d.low, d.high)
-    v = on_step(d, v)
-    return int(round(v)) if isinstance(d, IntDistribution) else float(round(v, 10))
+    return snap(d, v)
 
 
 def _ei(mu: np.ndarray, sd: np.ndarray, best: float) -> np.ndarray:
