@@ -62,13 +62,16 @@ def test_the_qwen3_14b_and_32b_runs_are_the_shape_split_and_never_fitted() -> No
     # sim_fidelity's leave-one-shape-out figures: fails if a set is dropped, fitted, or loses a rate
     held = {p.name for p in ALL_POINTS if split_of(p) == "shape"}
     other_shapes = [p for p in DETAILED_POINTS if p.shape != "qwen3-8b"]
-    assert held == {p.name for p in Q14B_POINTS + tuple(other_shapes)} and len(held) == 9
+    assert held == {p.name for p in Q14B_POINTS + tuple(other_shapes)} and len(held) == 16
     assert DETAILED_SETS == ("h200-vllm-0.26.0-qwen3-14b-np400", "h200-vllm-0.26.0-qwen3-32b",
-                             "h200-vllm-0.26.0-qwen3-8b-vbench")
-    assert {p.shape for p in other_shapes} == {"qwen3-14b", "qwen3-32b"}
+                             "h200-vllm-0.26.0-qwen3-8b-vbench", "h200-vllm-0.26.0-qwen3-4b",
+                             "h200-vllm-0.26.0-qwen3-1.7b")
+    assert {p.shape for p in other_shapes} == {"qwen3-14b", "qwen3-32b", "qwen3-4b", "qwen3-1.7b"}
     q32 = BY_NAME["qwen3-32b/default_r1.75"]
     assert (q32.prompts, q32.rate, q32.max_model_len) == (160, 1.75, 40960)
     assert round(measured(q32)["p99_ttft_ms"], 1) == 876.9  # the lead's summary (gpu-data README)
+    q4 = BY_NAME["qwen3-4b/default_r12"]
+    assert (q4.prompts, q4.rate) == (300, 12.0) and round(measured(q4)["p99_tpot_ms"], 1) == 22.4  # bench_rates log
     run = detailed_run(BY_NAME["qwen3-14b-np400/default_r3"])
     assert run is not None and len(run) == 399 and run.start_times is not None  # 1 of 400 failed client-side
     assert not held & set(FIT_SET)

@@ -109,7 +109,8 @@ Q14B_POINTS: tuple[RefPoint, ...] = tuple(
 # config with the same client (-qwen3-8b-vbench, issue 17's client/shape check: config and client in the fit's
 # h200-vllm-0.26.0 points, rates 6/9/12 not: split 'rate').
 DETAILED_SETS: tuple[str, ...] = tuple(
-    s for s in ("h200-vllm-0.26.0-qwen3-14b-np400", "h200-vllm-0.26.0-qwen3-32b", "h200-vllm-0.26.0-qwen3-8b-vbench")
+    s for s in ("h200-vllm-0.26.0-qwen3-14b-np400", "h200-vllm-0.26.0-qwen3-32b", "h200-vllm-0.26.0-qwen3-8b-vbench",
+                "h200-vllm-0.26.0-qwen3-4b", "h200-vllm-0.26.0-qwen3-1.7b")
     if (REF_ROOT / s / "points.json").exists()
 )
 
