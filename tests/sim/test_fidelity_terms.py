@@ -62,7 +62,7 @@ def test_the_qwen3_14b_and_32b_runs_are_the_shape_split_and_never_fitted() -> No
     # sim_fidelity's leave-one-shape-out figures: fails if a set is dropped, fitted, or loses a rate
     held = {p.name for p in ALL_POINTS if split_of(p) == "shape"}
     other_shapes = [p for p in DETAILED_POINTS if p.shape != "qwen3-8b"]
-    assert held == {p.name for p in Q14B_POINTS + tuple(other_shapes)} and len(held) == 16
+    assert held == {p.name for p in Q14B_POINTS + tuple(other_shapes)} and len(held) == 20
     assert DETAILED_SETS == ("h200-vllm-0.26.0-qwen3-14b-np400", "h200-vllm-0.26.0-qwen3-32b",
                              "h200-vllm-0.26.0-qwen3-8b-vbench", "h200-vllm-0.26.0-qwen3-4b",
                              "h200-vllm-0.26.0-qwen3-1.7b")
