@@ -119,6 +119,7 @@ class SimulatedEngine:
             sched.lead_max = self.cal.prompt_lead_max_s or math.inf
             sched.lead_tok = self.cal.prompt_lead_tok_s
             sched.defer_max = self.cal.prompt_defer_max_s or math.inf
+            sched.cpu_tok = self.cal.prompt_cpu_tok_s
         else:
             sched = SGLangScheduler(self.cost, self.cfg, self.kv_capacity_tokens, self.cal.frontend_s)
         sched.macro = self.macro_steps
@@ -186,6 +187,7 @@ class SimulatedEngine:
         # the API server streams every running sequence's tokens before it reads, tokenizes and hands on a
         # new prompt: the engine sees a request per_seq x (sequences running) after it was sent
         per_seq = self.cal.ingress_per_seq_s
+        rho_max = self.cal.ingress_rho_max  # the API server's busy share stretches that wait (0 = off)
         # vLLM async scheduling (and SGLang's overlap scheduler): the step starting now was scheduled when the last one started, so a request
         # that reached the engine during the last step waits one more step
         ahead = (bool(self.cal.sched_ahead) and self.flavour == "vllm") or self.sglang_overlap
@@ -201,7 +203,15 @@ class SimulatedEngine:
                 t_send, i = pending[-1]
                 t_send, i = -t_send, -i
                 bad = bad_len[i]
-                t_in = t_send + per_seq * len(running) if per_seq and not bad else t_send
+                if per_seq and not bad:
+                    wait = per_seq * len(running)
+                    if rho_max and wait:
+                        step = now - sched.last_start
+                        rho = wait / step if step > 0.0 else rho_max
+                        wait /= 1.0 - (rho if rho < rho_max else rho_max)
+                    t_in = t_send + wait
+                else:
+                    t_in = t_send
                 if t_in > now:
                     next_arr = t_in
                     break

@@ -24,6 +24,10 @@ class Calibration:
     # extra wait of a new request before the engine sees it, per sequence running when it is sent (the API
     # server streams every running sequence's tokens before it reads, tokenizes and hands on a new prompt)
     ingress_per_seq_s: float = 0.0
+    # the API server as a shared CPU (0 = off): it is busy rho = ingress_per_seq_s x (sequences running) / (the last
+    # step's length) of the time streaming tokens, so a new prompt's ingress stretches by 1 / (1 - rho), rho capped at
+    # this value (a small model's short steps keep the API server busier: Qwen3-1.7B at 16 req/s, rho ~0.8)
+    ingress_rho_max: float = 0.0
     # FLOP-bound kernels slow down by this factor at sustained full compute (the GPU's clock under its power
     # limit), less in proportion to a moving average of the compute-bound share of time; 0 = never
     heat_slowdown: float = 0.0
@@ -44,6 +48,11 @@ class Calibration:
     # vLLM async scheduling (1 = on): each step is scheduled when the one before it starts, so a request that
     # reaches the engine during a step is admitted a step later; 0 = at the next step
     sched_ahead: int = 0
+    # vLLM: a step that carries new prompt tokens lasts at least the same step without them + this x those tokens
+    # (s per prompt token, 0 = off): CPU work on a new prompt that a small model's GPU time does not cover (the
+    # per-request timelines: decodes wait ~22 ms around an isolated 2048-token prompt on Qwen3-1.7B and -4B alike,
+    # whose GPU prefill takes ~10 and ~20 ms; benchmarks/sim_shape_cpu.py)
+    prompt_cpu_tok_s: float = 0.0
     allreduce_lat_s: float = 8e-6  # per all-reduce latency (TP > 1)
     e_link: float = 0.7  # interconnect efficiency
     # FP8 (levers): effective speed-up over BF16 of the linear layers with FP8 weights and of attention

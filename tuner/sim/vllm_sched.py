@@ -41,6 +41,7 @@ class VLLMScheduler(Core):
         self.lead_max = math.inf  # Calibration.prompt_lead_max_s (0 there = no limit; set by the engine)
         self.lead_tok = 0.0  # Calibration.prompt_lead_tok_s (0 = off: lead_max applies; set by the engine)
         self.defer_max = math.inf  # Calibration.prompt_defer_max_s (0 there = no limit; set by the engine)
+        self.cpu_tok = 0.0  # Calibration.prompt_cpu_tok_s (0 = off; set by the engine)
         self.lagged: list[Seq] = []  # prompts completed last step: first token at this step's end
         self.width = cost.width
         # set by SimulatedEngine._run: async scheduling on (Calibration.sched_ahead) and the run's time limit
@@ -55,6 +56,13 @@ class VLLMScheduler(Core):
         over = extra - (ptoks * self.lead_tok if self.lead_tok else self.lead_max)
         d = over if over > d else d
         return d if d <= self.defer_max else self.defer_max
+
+    def _cpu_floor(self, dur: float, n: int, ctx: float, ptoks: int, spec: dict[str, Any] | None = None) -> float:
+        """A prompt step's length with `prompt_cpu_tok_s`: at least the step's n decodes alone (none: nothing) plus
+        the CPU time of its `ptoks` new prompt tokens, which overlaps the GPU's work on them."""
+        base = self.cost.step(n, n, ctx, ctx, n <= self.graph_max, **(spec or {})) if n else 0.0
+        floor = base + ptoks * self.cpu_tok
+        return floor if floor > dur else dur
 
     def _newest(self) -> Seq:
         return self.running[next(reversed(self.running))]
@@ -213,6 +221,8 @@ class VLLMScheduler(Core):
         cost_step = self.cost.step
         if not self.spec_on and not self.heat_k:
             dur = cost_step(tokens, logits, pairs, kv, tokens <= graph_max)
+            if self.cpu_tok and chunks:
+                dur = self._cpu_floor(dur, n, ctx, tokens - n)
             if self.defer:
                 extra = 0.0
                 if chunks and n:
@@ -228,6 +238,8 @@ class VLLMScheduler(Core):
                 self._heat_add(dur, self.cost.flop_time(tokens, logits, pairs) * m_clk / dur)
             else:
                 dur = cost_step(tokens, logits, pairs, kv, tokens <= graph_max, **spec)
+            if self.cpu_tok and chunks:
+                dur = self._cpu_floor(dur, n, ctx, tokens - n, spec)
             if self.defer:
                 extra = 0.0
                 if chunks and n:
@@ -291,6 +303,8 @@ class VLLMScheduler(Core):
         tokens = n + c
         cost_step = self.cost.step
         dur = cost_step(tokens, n + 1, ctx + c * (L + (c + 1) * 0.5), ctx + (L + c), tokens <= graph_max)
+        if self.cpu_tok:
+            dur = self._cpu_floor(dur, n, ctx, c)
         defer = self.defer
         if defer:
             extra = dur - cost_step(n, n, ctx, ctx, n <= graph_max)

@@ -1,0 +1,54 @@
+"""The CPU-side terms tried on five shapes (issue 17, benchmarks/sim_shape_cpu.py): a prompt's CPU floor
+(`prompt_cpu_tok_s`) and the API server's busy share stretching a new prompt's ingress (`ingress_rho_max`). Both are
+off in the committed calibration; these check what they do when on, and that off they change nothing."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from tuner.load.records import Request, RequestRecord
+from tuner.sim.calibration import FITTED
+from tuner.sim.cost import Calibration
+from tuner.sim.engine import SimulatedEngine
+
+
+def _run(shape: str, reqs: list[Request], **kw: float) -> list[RequestRecord]:
+    cal: Calibration = dataclasses.replace(FITTED, **kw)  # type: ignore[arg-type]
+    return SimulatedEngine(flavour="vllm", gpu="H200", shape=shape, args={}, max_model_len=16384,
+                           calibration=cal).run(reqs)
+
+
+def _gaps(rec: RequestRecord) -> list[float]:
+    t = rec.token_times
+    return [b - a for a, b in zip(t, t[1:], strict=False)]
+
+
+PROMPT = [Request(0, 0.0, 128, 2000), Request(1, 1.0, 2048, 20)]  # a decode running, then a 2048-token prompt
+PLAIN = {"prompt_defer": 0.0, "ingress_per_seq_s": 0.0}  # the prompt's whole step before the decode's next token
+
+
+def test_prompt_cpu_floor_sets_a_small_models_prompt_step() -> None:
+    u = 20e-6  # 41 ms for 2048 tokens: above Qwen3-1.7B's GPU prefill (~10 ms)
+    off = _gaps(_run("qwen3-1.7b", PROMPT, **PLAIN)[0])
+    on = _gaps(_run("qwen3-1.7b", PROMPT, **PLAIN, prompt_cpu_tok_s=u)[0])
+    k = max(range(len(on)), key=on.__getitem__)
+    assert abs(on[k] - (on[k - 1] + 2048 * u)) < 1e-6  # the decodes alone + the prompt's CPU time
+    assert off[k] - off[k - 1] < 0.5 * 2048 * u  # without it the GPU's extra time is well below that
+    assert max(abs(a - b) for a, b in zip(on[:k], off[:k], strict=True)) < 1e-12  # the same before the prompt step
+
+
+def test_prompt_cpu_floor_leaves_a_large_models_prompt_step() -> None:
+    # Qwen3-32B's GPU prefill of 2048 tokens (~200 ms) covers 41 ms of CPU time: the same records
+    assert _run("qwen3-32b", PROMPT, prompt_cpu_tok_s=20e-6) == _run("qwen3-32b", PROMPT)
+
+
+def test_ingress_rho_stretches_a_new_prompts_wait_when_the_api_server_is_busy() -> None:
+    reqs = [Request(i, 0.0, 16, 600) for i in range(120)] + [Request(120, 0.5, 512, 4)]
+    base = _run("qwen3-1.7b", reqs)[-1]
+    busy = _run("qwen3-1.7b", reqs, ingress_rho_max=0.9)[-1]
+    assert base.first_token_s is not None and busy.first_token_s is not None
+    # 120 sequences x 81 us = 9.7 ms of streaming per ~9 ms step: rho at its cap, the wait x10 (~+87 ms)
+    assert busy.first_token_s - base.first_token_s > 0.05
+    # no per-sequence ingress cost: nothing to stretch
+    assert _run("qwen3-1.7b", reqs, ingress_per_seq_s=0.0, ingress_rho_max=0.9) == _run(
+        "qwen3-1.7b", reqs, ingress_per_seq_s=0.0)
