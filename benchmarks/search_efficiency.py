@@ -49,7 +49,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.search_grid import FLAT, Grid  # noqa: E402
 from tuner.search.ask_tell import TrialReport  # noqa: E402
-from tuner.search.coord import CoordTPESampler  # noqa: E402
+from tuner.search.coord import COORD_STARTUP, CoordTPESampler  # noqa: E402
 from tuner.search.local_tpe import LocalTPESampler  # noqa: E402
 from tuner.search.rf_sampler import RFSampler  # noqa: E402
 from tuner.search.searcher import SearchCore, make_sampler  # noqa: E402
@@ -118,7 +118,7 @@ def load_study(workload: str, seed: int, trials: int, a: argparse.Namespace) -> 
     return validate(Study, data, str(path))
 
 
-METHODS = ("tpe-coord", "tpe-local", "random", "rf", "tpe", "cmaes", "tpe-mv", "qmc", "tpe-mv5", "nsga2", "tpe-s4", "local2", "local-s4")
+METHODS = ("tpe-coord", "tpe-coord-v1", "tpe-local", "random", "rf", "tpe", "cmaes", "tpe-mv", "qmc", "tpe-mv5", "nsga2", "tpe-s4", "local2", "local-s4")
 
 
 def parent_knobs(space: Space) -> list[str]:
@@ -174,6 +174,12 @@ def sampler_for(method: str, study: Study, space: Space, seed: int) -> optuna.sa
             elif p[0] == "l":  # l<width>: locally weighted model
                 ckw["local"] = float(p[1:])
         return CoordTPESampler(seed=seed, **ckw)
+    if method.startswith("tpe-coord-c"):  # conditional-move variants tried on seeds 0-9: c<child moves>[-m0: TPE children][-sib]
+        c, *rest = method[len("tpe-coord-c"):].split("-")
+        return CoordTPESampler(seed=seed, n_startup_trials=min(n0, COORD_STARTUP), child_moves=int(c),
+                               children="tpe" if "m0" in rest else "sibling" if "sib" in rest else "model")
+    if method == "tpe-coord-v1":  # tpe-coord before conditional moves (children drawn by TPE): the A/B of docs/search.md
+        return CoordTPESampler(seed=seed, n_startup_trials=min(n0, COORD_STARTUP), conditional=False)
     if method.startswith("tpe-mv-s"):
         return optuna.samplers.TPESampler(seed=seed, n_startup_trials=int(method[8:]), multivariate=True,
                                           group=True, constant_liar=True)
