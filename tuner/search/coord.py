@@ -176,9 +176,8 @@ class CoordTPESampler(PlannedSampler):
             for v in values:
                 plan, extra = {**start.params, name: v}, 0.0
                 sib = _sibling(study, told, name, v) if self.children == "sibling" and sweep is None else None
-                for kid in sorted(kids.get(name, ())) if sib is not None else ():
-                    if kid in sib.params:
-                        plan[kid] = sib.params[kid]
+                if sib is not None:
+                    plan.update({k: sib.params[k] for k in kids.get(name, ()) if k in sib.params})
                 for kid in sorted(kids.get(name, ())) if sweep is None and self.children == "model" else ():
                     kd = model.dists.get(kid)
                     asked = _active(told, kid, name, v)  # seen under this value: the trial will ask it
