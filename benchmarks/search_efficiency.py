@@ -176,9 +176,9 @@ def sampler_for(method: str, study: Study, space: Space, seed: int) -> optuna.sa
         return CoordTPESampler(seed=seed, **ckw)
     if method.startswith("tpe-coord-c"):  # conditional-move variants tried on seeds 0-9: c<child moves>[-m0: TPE children][-sib]
         c, *rest = method[len("tpe-coord-c"):].split("-")
-        return CoordTPESampler(seed=seed, n_startup_trials=min(n0, COORD_STARTUP), child_moves=int(c),
+        return CoordTPESampler(seed=seed, n_startup_trials=min(n0, COORD_STARTUP), conditional=True, child_moves=int(c),
                                children="tpe" if "m0" in rest else "sibling" if "sib" in rest else "model")
-    if method == "tpe-coord-v1":  # tpe-coord before conditional moves (children drawn by TPE): the A/B of docs/search.md
+    if method == "tpe-coord-v1":  # tpe-coord without conditional moves (what `tpe-coord` builds; docs/search.md)
         return CoordTPESampler(seed=seed, n_startup_trials=min(n0, COORD_STARTUP), conditional=False)
     if method.startswith("tpe-mv-s"):
         return optuna.samplers.TPESampler(seed=seed, n_startup_trials=int(method[8:]), multivariate=True,
