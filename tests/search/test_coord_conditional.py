@@ -50,6 +50,23 @@ def test_children_are_read_off_the_told_trials() -> None:
     assert _children(told) == {"m": {"k"}}
 
 
+def test_a_numeric_knob_or_a_one_trial_value_is_no_parent() -> None:
+    """Every f value is distinct (so each "always" or "never" comes with k) and c = b is seen once without k:
+    neither is read as k's parent; m is, once each side has a value seen twice."""
+    study = optuna.create_study(direction="maximize", sampler=optuna.samplers.RandomSampler(seed=0))
+    rows = [("none", None, "b", 0.81), ("none", None, "a", 0.82), ("y", 4, "a", 0.83), ("y", 8, "a", 0.84)]
+    for m, k, c, f in rows:
+        study.enqueue_trial({"m": m, "c": c, "f": f, **({"k": k} if k else {})})
+        t = study.ask()
+        study.tell(t, value(knobs(t)))
+    assert _children(study.get_trials()) == {"m": {"k"}}
+    study.enqueue_trial({"m": "none", "c": "a", "f": 0.85})  # now c = a has trials with and without k
+    t = study.ask()
+    study.tell(t, value(knobs(t)))
+    assert _children(study.get_trials()) == {"m": {"k"}}
+    assert _children(study.get_trials()[:3]) == {}  # y seen once: no side with two trials holding k
+
+
 def test_switching_a_parent_on_sets_its_child_by_the_model() -> None:
     """The first move is m: none -> y on the best trial, with k where the told y trials paid (4, not 1 or 16),
     every other knob as the best trial has it."""
