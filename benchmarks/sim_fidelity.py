@@ -12,7 +12,9 @@ benchmarks/calibrate_sim.py. A point not fitted on counts as held out only by wh
   token-id prompts vs `vllm bench serve`'s text prompts; tuner.sim.reference.client_of), e.g. the Qwen3-8B
   `vllm bench --save-detailed` set (benchmarks/reference/h200-vllm-0.26.0-qwen3-8b-vbench) at 6 and 12 req/s;
 - shape: its model shape is in no fitted point (leave-one-shape-out: the Qwen3-14B sets,
-  benchmarks/reference/h200-vllm-0.26.0-qwen3-14b and -qwen3-14b-np400, and the Qwen3-32B set; a line per set);
+  benchmarks/reference/h200-vllm-0.26.0-qwen3-14b and -qwen3-14b-np400, the Qwen3-32B, -4B and -1.7B sets; a line per
+  set). The five-shape weight-read terms (e_w, w_floor_layer_s) are chosen on all five shapes, so a shape point runs
+  with the values chosen with its shape left out (tuner.sim.reference.calibration_for, calibration.SHAPE_LOSO);
 - repeat: the same configuration and rate was fitted (e.g. a re-run): not held out at all.
 
 Study points of other H200 studies are reported by group (tuner.sim.reference.study_group), with '/fit' where a
@@ -56,6 +58,7 @@ from tuner.sim.reference import (
     RECORDS,
     STUDY_SETS,
     RefPoint,
+    calibration_for,
     detailed_run,
     errors_pct,
     measured,
@@ -162,7 +165,7 @@ def detailed(width: int) -> None:
           + f" {'TTFT99 [interval]':>31s} " + " ".join(f"{'ITL' + str(q):>17s}" for q in (50, 90, 95))
           + f" {'ITL99 [interval]':>31s}")
     for p, run in rows:
-        sim_d, real_d = replay_detailed(p, run)
+        sim_d, real_d = replay_detailed(p, run, calibration_for(p))
         ci = p99_intervals(run)
         print(f"{short_name(p):{width}s} {split_of(p):6s} {len(run):4d} {_cell(sim_d, real_d, 'ttft', 50)} "
               f"{_cell(sim_d, real_d, 'ttft', 90)} {_p99(sim_d, real_d, ci, 'ttft')} {_cell(sim_d, real_d, 'itl', 50)} "
@@ -197,7 +200,7 @@ def main() -> None:
     width = max(len(short_name(p)) for p in ALL_POINTS)
     print(f"{'point':{width}s} {'split':6s} " + " ".join(f"{SHORT[m]:>21s}" for m in METRICS))
     for p in ALL_POINTS:
-        sim, real = simulate(p, seeds=draws), measured(p)
+        sim, real = simulate(p, calibration_for(p), seeds=draws), measured(p)
         err = errors_pct(sim, real)
         split = split_of(p)
         errs.setdefault(split, []).append(err)

@@ -219,3 +219,27 @@ def test_per_request_records_are_the_reference_points_they_name() -> None:
         assert abs(got["ttft"][-1] / real["p99_ttft_ms"] - 1) < 0.01, name
     assert set(REPLAYS) == {n for n in RECORDS if n in FIT_SET}  # held-out records are never fitted on
     assert len(REPLAYS) == 4
+
+
+def test_weight_floor_adds_a_fixed_time_per_layer_to_weight_bound_steps_only() -> None:
+    from tuner.sim.catalog import get_gpu, get_shape
+    from tuner.sim.cost import StepCost
+
+    shape, gpu = get_shape("qwen3-1.7b"), get_gpu("H200")
+    off = StepCost(shape, gpu, dataclasses.replace(FITTED, w_floor_layer_s=0.0), 1, 2)
+    on = StepCost(shape, gpu, dataclasses.replace(FITTED, w_floor_layer_s=50e-6), 1, 2)
+    assert abs(on.decode_base(4, True) - off.decode_base(4, True) - 28 * 50e-6) < 1e-12  # 28 layers
+    prefill = {c: c.step(8192, 4, 8192 * 2048.0, 0.0, graphed=False) for c in (on, off)}
+    assert prefill[on] == prefill[off]  # FLOP-bound: the weights' read (and its floor) hides under the GEMMs
+
+
+def test_shape_points_run_with_the_terms_chosen_without_their_shape() -> None:
+    from tuner.sim.calibration import SHAPE_LOSO
+    from tuner.sim.reference import calibration_for
+
+    held = [p for p in ALL_POINTS if split_of(p) == "shape"]
+    assert {p.shape for p in held} == set(SHAPE_LOSO)  # every held-out shape has its own leave-one-out values
+    for p in held:
+        cal = calibration_for(p)
+        assert cal is not None and (cal.e_w, cal.w_floor_layer_s) == tuple(SHAPE_LOSO[p.shape].values())
+    assert calibration_for(BY_NAME["gmu095"]) is None  # the 8B splits run with FITTED itself

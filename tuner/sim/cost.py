@@ -5,7 +5,8 @@ Per step, two kernel families are each bound by compute or memory, whichever is 
     read once per step (for MoE, only the experts the batch touches);
   - attention: FLOPs = 4 x layers x heads x head_dim x (query, key) pairs, bytes = the KV the
     batch reads (prefill chunks see their context; decodes read their whole KV).
-Each rate is the GPU's peak times a fitted efficiency. Added: per-step overhead (scheduler,
+Each rate is the GPU's peak times a fitted efficiency; the weights' read also has a fixed time per layer
+(`w_floor_layer_s`: a per-GEMM bandwidth efficiency s / (s + s0), the floor that small models hit). Added: per-step overhead (scheduler,
 sampling, input preparation), a kernel-launch term when the batch runs outside CUDA graphs, a
 slowdown factor without torch.compile (vLLM `enforce_eager`), and for tensor parallelism two
 all-reduces per layer. The efficiencies and overheads are fitted by benchmarks/calibrate_sim.py.
@@ -53,7 +54,7 @@ class StepCost:
             dense -= shape.vocab * shape.hidden  # the input embedding is gathered, not read whole
         lin_dense = shape.attn_params + (0 if shape.experts else shape.mlp_params_per_expert)
         dense_bytes = dense * dtype_bytes - lin_dense * (dtype_bytes - w_bytes)
-        self.t_dense_w = dense_bytes / tp / (bw * cal.e_w)
+        self.t_dense_w = dense_bytes / tp / (bw * cal.e_w) + shape.layers * cal.w_floor_layer_s
         self.t_moe_w = moe_bytes / (bw * cal.e_w)
         self.moe_keep = (1.0 - shape.experts_per_token / shape.experts) if shape.experts else 0.0
         self.c_attn = 4.0 * shape.layers * shape.heads * shape.head_dim / tp / (attn_peak * cal.e_attn)
@@ -109,15 +110,16 @@ class StepCost:
         lin_c = 2.0 / tp / (peak * cal.e_lin)
         w_t = nbytes / tp / (bw * cal.e_w)
         ctx = spec.draft_layers / shape.layers  # draft KV per context token, relative to the target's
+        floor = spec.draft_layers * cal.w_floor_layer_s  # the weight-read floor of the draft's layers, per pass
         if spec.method == "ngram":
             self.d_fixed, self.d_seq, self.d_ctx = 0.0, DRAFT_NGRAM_S, 0.0
         elif spec.method == "dflash":  # one pass: layers over the k+1 block, target lm_head over k drafts
-            self.d_fixed = (lay + head) * w_t + DRAFT_PASS_S
+            self.d_fixed = (lay + head) * w_t + floor + DRAFT_PASS_S
             self.d_seq = (lay * spec.width + head * spec.k) * lin_c
             self.d_ctx = max(self.c_attn * spec.width, self.c_kv) * ctx
         else:  # eagle3 / mtp: k autoregressive one-token passes
             p = spec.passes
-            self.d_fixed = p * ((lay + head) * w_t + DRAFT_PASS_S)
+            self.d_fixed = p * ((lay + head) * w_t + floor + DRAFT_PASS_S)
             self.d_seq = p * (lay + head) * lin_c
             self.d_ctx = p * max(self.c_attn, self.c_kv) * ctx
         # decode-only steps as tau-th parts of a verify step: k+1 queries per context token (KV read

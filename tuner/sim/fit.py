@@ -64,6 +64,10 @@ class Calibration:
     # effective weight-read speed-up of the FP8 linear layers (2 = the halved bytes exactly; below 2 where the
     # small-batch FP8 GEMMs and their activation quantisation do not reach the bandwidth the bytes allow)
     fp8_w_gain: float = 2.0
+    # a fixed time per layer in the weight-read term (0 = off): a decode GEMM reading s weight bytes at a bandwidth
+    # efficiency s / (s + s0) takes s / bw + s0 / bw, a floor that does not shrink with the model (issue 17's five
+    # shapes, benchmarks/sim_shape_gpu.py); FLOP-bound (prefill) steps do not see it
+    w_floor_layer_s: float = 0.0
 
     def as_dict(self) -> dict[str, float]:
         return asdict(self)

@@ -11,7 +11,7 @@ written by scripts/h200/to_reference.py).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -181,6 +181,17 @@ def split_of(p: RefPoint) -> str:
     if not same_rate:
         return "rate"
     return "repeat" if any(client_of(q) == client_of(p) for q in same_rate) else "client"
+
+
+def calibration_for(point: RefPoint) -> Calibration | None:
+    """The calibration a point is checked with: for a shape-split point the leave-one-shape-out values of the
+    five-shape terms (tuner.sim.calibration.SHAPE_LOSO: chosen with that shape left out); None (FITTED) otherwise."""
+    from tuner.sim.calibration import FITTED, SHAPE_LOSO
+
+    if split_of(point) != "shape" or point.shape not in SHAPE_LOSO:
+        return None
+    terms = SHAPE_LOSO[point.shape]
+    return replace(FITTED, e_w=terms["e_w"], w_floor_layer_s=terms["w_floor_layer_s"])
 
 
 def measured(point: RefPoint, root: Path = REF_ROOT) -> dict[str, float]:
