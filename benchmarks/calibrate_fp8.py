@@ -53,7 +53,7 @@ KEYS = ("fp8_lin_gain", "fp8_attn_gain", "fp8_kv_gain", "fp8_w_gain")
 LIN = (1.4, 1.5, 1.55, 1.6, 1.65, 1.7, 1.8)
 ATTN = (1.0, 1.3, 1.6, 2.0)  # 2 = the H200's FP8/BF16 datasheet ratio (StepCost caps there)
 KV = (1.1, 1.2, 1.3, 1.4, 1.6, 2.0)  # 2 = the halved bytes exactly
-W = (0.9, 1.0, 1.1, 1.2, 1.3)  # below 1: the online quantisation costs more than the halved bytes save
+W = (0.9, 1.0, 1.1, 1.2, 1.3, 1.45, 1.6, 1.8, 2.0)  # below 1: the quantisation costs more than the halved bytes save
 FIT_FIGS = ("output_throughput", "p50_ttft_ms", "p99_ttft_ms", "p99_tpot_ms")
 SHOW = ("output_throughput", "p50_ttft_ms", "p99_ttft_ms", "p50_tpot_ms", "p99_tpot_ms")
 SHORT = {"output_throughput": "tok/s", "p50_ttft_ms": "TTFT50", "p99_ttft_ms": "TTFT99", "p50_tpot_ms": "TPOT50",

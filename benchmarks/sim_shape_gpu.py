@@ -18,7 +18,12 @@ only from that fit. The rule, set before the results: adopt a form if its LOSO s
 by >= 2 points and TPOT50/99 and ITL99 do not get worse, while the args and rate splits' medians over all figures
 rise by <= 0.3 points and the SLA verdicts keep agreeing.
 
-    PYTHONPATH=$PWD .venv/bin/python benchmarks/sim_shape_gpu.py
+`--steps` prints the decode-only step intervals behind the first paragraph (measured vs the 8B-only fit, by running
+sequences); `--client` tries form "wfloor2c": wfloor2 plus a per-step time c on the `vllm bench serve` points only (a
+diagnostic, not a model term: is part of the floor a cost of that client's text streams? Every non-8B shape point is
+such a point, the servetune ones are 8B only).
+
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/sim_shape_gpu.py [--steps | --client]
 """
 
 from __future__ import annotations
@@ -31,13 +36,30 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.calibrate_sim import loss
+import numpy as np
+
+from benchmarks.calibrate_sim import FIT_STUDY_POINTS, _terms, loss
+from benchmarks.prompt_steps import GAP_S, Timeline, from_records, from_run
 from benchmarks.sim_fidelity import med, medians, verdict
 from benchmarks.sim_loso import shape_loss, shape_points
 from tuner.sim.calibration import FITTED, SHAPE_LOSO
 from tuner.sim.catalog import get_gpu, get_shape
 from tuner.sim.cost import Calibration, StepCost
-from tuner.sim.reference import ALL_POINTS, RefPoint, errors_pct, measured, simulate, split_of
+from tuner.sim.detailed import bench_requests
+from tuner.sim.engine import SimulatedEngine
+from tuner.sim.reference import (
+    ALL_POINTS,
+    FIT_SET,
+    REPLAYS,
+    RefPoint,
+    client_arrivals,
+    client_of,
+    detailed_run,
+    errors_pct,
+    measured,
+    simulate,
+    split_of,
+)
 
 # the Qwen3-8B-only fit these forms start from (before this script's choice was adopted into FITTED: e_w 0.730297,
 # no floor); the output figures do not depend on what calibration.py holds now
@@ -175,5 +197,99 @@ def main() -> None:
     print(f"cpu_s={time.process_time() - t0:.0f}")
 
 
+CLIENT_FLOORS = tuple(x / 1e6 for x in (0, 10, 20, 30, 40, 50))
+CLIENT_E_WS = (0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 1.0)
+CLIENT_STEP = tuple(x / 1e3 for x in (0, 0.2, 0.4, 0.6))  # s per step, `vllm bench serve` points only
+
+
+def client_cals(key: tuple[float, float, float]) -> tuple[Calibration, Calibration]:
+    """(servetune-client, vllm-bench-client) calibrations of form wfloor2c: the floor and e_w, and for the vllm bench
+    client's points o_step_s + c (a diagnostic: is part of the floor a per-step cost of that client's text streams?)."""
+    floor, e_w, c = key
+    cal = dataclasses.replace(BASE, e_w=e_w, w_floor_layer_s=floor)
+    return cal, dataclasses.replace(cal, o_step_s=cal.o_step_s + c)
+
+
+def client_point_cal(key: tuple[float, float, float], p: RefPoint) -> Calibration:
+    return client_cals(key)[client_of(p) == "vllm-bench"]
+
+
+def client_loss8(key: tuple[float, float, float]) -> float:
+    """calibrate_sim.py's loss with each fit point on its client's calibration (replays and study: servetune)."""
+    st, _ = client_cals(key)
+    jobs = ([(client_point_cal(key, p), p.name) for p in ALL_POINTS if p.name in FIT_SET]
+            + [(st, f"replay:{r}") for r in REPLAYS] + [(st, f"study:{i}") for i in range(len(FIT_STUDY_POINTS))])
+    terms = [t for job in jobs for t in _terms(job)]
+    return sum(terms) / len(terms)
+
+
+def client_main() -> None:
+    """--client: form wfloor2c, leave-one-shape-out as in main(); every shape point is a vllm bench point."""
+    t0 = time.process_time()
+    keys = [(f, e, c) for f in CLIENT_FLOORS for e in CLIENT_E_WS for c in CLIENT_STEP]
+    losses = {k: {REF: client_loss8(k), **{s: shape_loss(client_cals(k)[1], s) for s in SHAPES}} for k in keys}
+    held: list[dict[str, float]] = []
+    for s in SHAPES:
+        key = min(keys, key=lambda k: statistics.mean(losses[k][x] for x in (REF, *SHAPES) if x != s))
+        rows = [errors_pct(simulate(p, client_point_cal(key, p)), measured(p)) for p in shape_points(s)]
+        held += rows
+        print(f"  held out {s:11s} floor={key[0]:.3g} e_w={key[1]:.3f} c={key[2]:.3g}: {medians(rows)} "
+              f"all={overall(rows):.1f}")
+    print(f"  split=shape points={len(held)} LOSO {medians(held)} all={overall(held):.1f}")
+    key = min(keys, key=lambda k: statistics.mean(losses[k].values()))
+    for sp in ("fit", "args", "rate"):
+        pts = [p for p in ALL_POINTS if split_of(p) == sp]
+        rows = [errors_pct(simulate(p, client_point_cal(key, p)), measured(p)) for p in pts]
+        print(f"  fit on all five floor={key[0]:.3g} e_w={key[1]:.3f} c={key[2]:.3g} (8B loss {losses[key][REF]:.5f}): "
+              f"split={sp} {medians(rows)} all={overall(rows):.1f}")
+    print(f"cpu_s={time.process_time() - t0:.0f}")
+
+
+BINS = ((1, 8), (8, 16), (16, 32), (32, 64))  # running sequences
+
+
+def decode_intervals(tl: Timeline) -> np.ndarray:
+    """Rows (running sequences, ms) of the decode-only step intervals of a timeline: no first token at the step, the
+    one before or after, and no prompt waiting (steps as in prompt_steps.py: pooled token times split at GAP_S)."""
+    allt = np.sort(np.concatenate([t for _, _, t in tl]))
+    cut = np.where(np.diff(allt) > GAP_S)[0]
+    ends = np.concatenate([allt[cut], allt[-1:]])
+    dur = np.diff(ends) * 1e3
+    sends, firsts = np.array([s for s, _, _ in tl]), np.array([f for _, f, _ in tl])
+    lasts = np.array([t[-1] for _, _, t in tl])
+    cnt = np.bincount(np.searchsorted(ends, firsts - GAP_S), minlength=len(ends) + 2)
+    rows = []
+    for j in range(2, len(ends) - 2):
+        t = ends[j] - GAP_S
+        if cnt[j - 1] or cnt[j] or cnt[j + 1] or ((sends < t) & (firsts > ends[j])).any():
+            continue
+        rows.append((int(((firsts < t) & (lasts >= t)).sum()), dur[j - 1]))
+    return np.array(rows).reshape(-1, 2)
+
+
+def steps_main() -> None:
+    """--steps: median decode-only step intervals by running sequences, measured vs the 8B-only fit, every detailed
+    point (what located the missing floor)."""
+    for p in ALL_POINTS:
+        run = detailed_run(p)
+        if run is None or run.start_times is None:
+            continue
+        eng = SimulatedEngine(flavour="vllm", gpu="H200", shape=p.shape, args=p.args, max_model_len=p.max_model_len,
+                              calibration=BASE)
+        real = decode_intervals(from_run(run))
+        sim = decode_intervals(from_records(eng.run(bench_requests(run, client_arrivals(p)))))
+        cells = []
+        for lo, hi in BINS:
+            r, s = (x[(x[:, 0] >= lo) & (x[:, 0] < hi), 1] for x in (real, sim))
+            if len(r) >= 5 and len(s) >= 5:
+                cells.append(f"[{lo},{hi}) {np.median(r):5.2f}/{np.median(s):5.2f} {np.median(r) - np.median(s):+5.2f}")
+        print(f"{p.name:30s} real/sim ms, real - sim: " + " | ".join(cells))
+
+
 if __name__ == "__main__":
-    main()
+    if "--client" in sys.argv[1:]:
+        client_main()
+    elif "--steps" in sys.argv[1:]:
+        steps_main()
+    else:
+        main()

@@ -64,11 +64,11 @@ SGLANG_FIT_POINTS = (  # (results folder, trial, load): the SGLang study points 
     ("benchmarks/results/h200/h200-joint-dynamic", 3, 6.0),  # FP8 weights + KV: fp8_lin_gain only
 )
 SGLANG_FITTED = SGLangTerms(
-    step_extra_s=0.00253653,
+    step_extra_s=0.00189221,
     fp8_w_gain=2.0,
-    triton_e_kv=0.713005,
+    triton_e_kv=0.709432,
     fp8_lin_gain=1.45,
-    triton_e_attn=0.27,
+    triton_e_attn=0.26,
     triton_fp8_kv_gain=1.0,
     triton_fp8_attn_gain=1.0,
 )
