@@ -48,6 +48,7 @@ SHAPE_LOSO: dict[str, dict[str, float]] = {
 }
 
 # ---- SGLang (issue 17): SGLang's own terms over FITTED (tuner/sim/sglang_cost.py), applied to SGLang engines only.
+# Refitted (same script) on the five-shape base (e_w 1, w_floor_layer_s 50 us; was step_extra_s 2.537 ms, 0.713, 0.27).
 # step_extra_s and triton_e_kv: fitted by benchmarks/calibrate_sglang.py on SGLang 0.5.17's decode-batch log lines
 # (triton attention, BF16) of h200-sglang-dynamic trial 0 @6 and h200-joint-dynamic trial 1 @6 and @12 req/s;
 # triton_e_attn (prefill attention): chosen by the same script on a grid, min mean |error| over tok/s, TTFT50/99,
