@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from typing import Any
@@ -133,6 +134,24 @@ def test_open_loop_sends_on_schedule_and_probes(fake_server: Callable[..., Any])
     assert min(late) >= 0 and float(np.median(late)) < 0.005 and max(late) < 0.1, late
     running = [p["running"] for p in target.last_probes if p["kind"] == "metrics"]
     assert len(running) >= 2 and max(running) >= 1
+
+
+@pytest.mark.parametrize("wait_s", [0.0002, 0.0015, 0.004])
+def test_sleep_until_never_wakes_early_under_uvloop(wait_s: float) -> None:
+    """uvloop hands a wait shorter than its 1 ms tick back on the next loop turn: a sender that gave up after a
+    count of turns went out early (CI: a request 0.17 ms before its arrival time)."""
+    uvloop = pytest.importorskip("uvloop")
+    from tuner.load.target import _sleep_until
+
+    async def main() -> float:
+        worst = math.inf
+        for _ in range(40):
+            deadline = time.perf_counter() + wait_s
+            await _sleep_until(deadline)
+            worst = min(worst, time.perf_counter() - deadline)
+        return worst
+
+    assert uvloop.run(main()) >= 0
 
 
 def test_early_stop_on_a_saturated_server(fake_server: Callable[..., Any]) -> None:

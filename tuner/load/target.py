@@ -393,11 +393,11 @@ def _pool_size(warm: list[Request], measured: list[Request], done: list[RequestR
 
 
 async def _sleep_until(deadline: float) -> None:
-    """Timers may fire up to a clock tick early (uvloop rounds to 1 ms): never wake before `deadline`."""
-    for _ in range(100):
-        delay = deadline - time.perf_counter()
-        if delay <= 0:
-            return
+    """Timers may fire up to a clock tick early (uvloop rounds to 1 ms), and under uvloop a wait of less than a tick
+    comes back on the next loop turn: never wake before `deadline`. The loop ends on the clock, not on a count (a
+    cap of 100 turns sent requests up to ~0.5 ms early: 1.5 ms took 157 turns here, 0.2 ms 84; other tasks still
+    run between the turns)."""
+    while (delay := deadline - time.perf_counter()) > 0:
         await asyncio.sleep(delay)
 
 
