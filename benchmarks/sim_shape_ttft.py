@@ -35,9 +35,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.calibrate_sim import loss
 from benchmarks.sim_fidelity import medians
 from benchmarks.sim_shape_cpu import FIT8, SHAPES, errs, shape_loss, shape_points, sla
-from tuner.sim.calibration import FITTED, SHAPE_LOSO
+from tuner.sim.calibration import FITTED
 from tuner.sim.cost import Calibration
-from tuner.sim.reference import ALL_POINTS, split_of
+from tuner.sim.reference import ALL_POINTS, shape_calibration, split_of
 
 DS_MS = (0.1, 5.0, 10.0, 15.0, 20.0, 25.0)  # frontend_s grid, ms (0.1 = committed)
 KS = (1.0, 1.1, 1.2, 1.3, 1.4, 1.5)  # prefill efficiency scale (e_lin 0.6 x 1.5 = 0.9 of peak at most)
@@ -48,10 +48,7 @@ COMMITTED: Key = (0.1, 1.0, 0.0)
 
 def base_for(held: str | None) -> Calibration:
     """The committed calibration, or the one whose floor terms were chosen without `held` (sim_shape_gpu.py)."""
-    if held is None or held not in SHAPE_LOSO:
-        return FITTED
-    t = SHAPE_LOSO[held]
-    return dataclasses.replace(FITTED, e_w=t["e_w"], w_floor_layer_s=t["w_floor_layer_s"])
+    return FITTED if held is None else shape_calibration(held)
 
 
 def cal_of(base: Calibration, key: Key) -> Calibration:

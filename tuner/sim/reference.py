@@ -183,15 +183,19 @@ def split_of(p: RefPoint) -> str:
     return "repeat" if any(client_of(q) == client_of(p) for q in same_rate) else "client"
 
 
-def calibration_for(point: RefPoint) -> Calibration | None:
-    """The calibration a point is checked with: for a shape-split point the leave-one-shape-out values of the
-    five-shape terms (tuner.sim.calibration.SHAPE_LOSO: chosen with that shape left out); None (FITTED) otherwise."""
+def shape_calibration(shape: str) -> Calibration:
+    """FITTED with the five-shape terms chosen with `shape` left out (tuner.sim.calibration.SHAPE_LOSO); FITTED itself
+    for a shape that has no such entry (Qwen3-8B, fitted on)."""
     from tuner.sim.calibration import FITTED, SHAPE_LOSO
 
-    if split_of(point) != "shape" or point.shape not in SHAPE_LOSO:
-        return None
-    terms = SHAPE_LOSO[point.shape]
-    return replace(FITTED, e_w=terms["e_w"], w_floor_layer_s=terms["w_floor_layer_s"])
+    terms = SHAPE_LOSO.get(shape)
+    return FITTED if terms is None else replace(FITTED, e_w=terms["e_w"], w_floor_layer_s=terms["w_floor_layer_s"])
+
+
+def calibration_for(point: RefPoint) -> Calibration | None:
+    """The calibration a point is checked with: for a shape-split point `shape_calibration` of its shape (never a fit
+    that saw it); None (FITTED) otherwise."""
+    return shape_calibration(point.shape) if split_of(point) == "shape" else None
 
 
 def measured(point: RefPoint, root: Path = REF_ROOT) -> dict[str, float]:
