@@ -48,7 +48,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.search_grid import FLAT, Grid  # noqa: E402
-from tuner.search.additive import ADD_STARTUP, AdditiveSampler  # noqa: E402
 from tuner.search.ask_tell import TrialReport  # noqa: E402
 from tuner.search.coord import COORD_STARTUP, CoordTPESampler  # noqa: E402
 from tuner.search.local_tpe import LocalTPESampler  # noqa: E402
@@ -181,20 +180,6 @@ def sampler_for(method: str, study: Study, space: Space, seed: int) -> optuna.sa
                                children="tpe" if "m0" in rest else "sibling" if "sib" in rest else "model")
     if method == "tpe-coord-v1":  # tpe-coord without conditional moves (what `tpe-coord` builds; docs/search.md)
         return CoordTPESampler(seed=seed, n_startup_trials=min(n0, COORD_STARTUP), conditional=False)
-    if method.startswith("add"):  # additive Thompson variants: add[-p<model pct>][-s<startup>][-b<bins>][-r<ridge>]
-        akw: dict[str, Any] = {"n_startup_trials": min(n0, ADD_STARTUP)}
-        for p in [p for p in method[3:].split("-") if p]:
-            if p[0] == "p":
-                akw["model_share"] = int(p[1:]) / 100
-            elif p[0] == "s":
-                akw["n_startup_trials"] = int(p[1:])
-            elif p[0] == "b":
-                akw["bins"] = int(p[1:])
-            elif p[0] == "r":
-                akw["ridge"] = float(p[1:])
-            elif p[0] == "v":
-                akw["noise"] = float(p[1:])
-        return AdditiveSampler(seed=seed, **akw)
     if method.startswith("tpe-mv-s"):
         return optuna.samplers.TPESampler(seed=seed, n_startup_trials=int(method[8:]), multivariate=True,
                                           group=True, constant_liar=True)
