@@ -49,6 +49,8 @@ BOUNDS = {
     "eager_mult": (1.0, 2.0), "frontend_s": (1e-4, 0.05), "prompt_defer": (0.01, 0.9),
     "prompt_lead_max_s": (0.005, 0.5),  # 0 (off) is set with --start prompt_lead_max_s=0, not searched
     "sched_ahead": (0, 1),  # on/off (--start sched_ahead=1), not searched
+    # measured on the H200 (benchmarks/ttft_breakdown.py), set with --start, searchable
+    "ingress_s": (1e-4, 0.02), "ingress_tok_s": (1e-8, 2e-5), "admit_cpu_s": (1e-4, 0.03),
 }
 FIT_STUDY_POINTS = tuple(study_points(*FIT_STUDY))
 CAP = 0.25  # per-figure cap on |log error|: a threshold effect (queueing onset) must not steer the fit

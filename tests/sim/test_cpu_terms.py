@@ -52,3 +52,25 @@ def test_ingress_rho_stretches_a_new_prompts_wait_when_the_api_server_is_busy() 
     # no per-sequence ingress cost: nothing to stretch
     assert _run("qwen3-1.7b", reqs, ingress_per_seq_s=0.0, ingress_rho_max=0.9) == _run(
         "qwen3-1.7b", reqs, ingress_per_seq_s=0.0)
+
+
+# ---- the request-admission terms measured on the H200 (benchmarks/ttft_breakdown.py; off in the committed fit)
+
+def test_ingress_delays_an_idle_engines_first_token_by_fixed_plus_per_prompt_token() -> None:
+    reqs = [Request(0, 0.0, 16, 4), Request(1, 1.0, 2048, 4)]
+    off = _run("qwen3-8b", reqs)
+    on = _run("qwen3-8b", reqs, ingress_s=4.5e-3, ingress_tok_s=3e-6)
+    for r_off, r_on, n_in in zip(off, on, (16, 2048), strict=True):
+        assert r_off.first_token_s is not None and r_on.first_token_s is not None
+        # an idle engine: the request only starts later, by 4.5 ms + 3 us x its prompt tokens
+        assert abs((r_on.first_token_s - r_off.first_token_s) - (4.5e-3 + 3e-6 * n_in)) < 1e-9
+        assert r_on.sent_s == r_off.sent_s  # the client's send time is the same: TTFT grows
+
+
+def test_admit_cpu_stretches_a_small_models_step_and_hides_behind_a_large_ones() -> None:
+    reqs = [Request(0, 0.0, 16, 150), Request(1, 0.1, 16, 8)]  # a decode running, then a short prompt
+    small = _gaps(_run("qwen3-1.7b", reqs, **PLAIN, admit_cpu_s=12e-3)[0])
+    small_off = _gaps(_run("qwen3-1.7b", reqs, **PLAIN)[0])
+    assert max(small_off) < 6e-3 and abs(max(small) - 12e-3) < 1e-9  # the admitting step lasts the CPU time
+    # Qwen3-32B's decode step (~17 ms) is longer than 12 ms of CPU: nothing changes
+    assert _run("qwen3-32b", reqs, **PLAIN, admit_cpu_s=12e-3) == _run("qwen3-32b", reqs, **PLAIN)

@@ -120,6 +120,7 @@ class SimulatedEngine:
             sched.lead_tok = self.cal.prompt_lead_tok_s
             sched.defer_max = self.cal.prompt_defer_max_s or math.inf
             sched.cpu_tok = self.cal.prompt_cpu_tok_s
+            sched.admit_cpu = self.cal.admit_cpu_s
         else:
             sched = SGLangScheduler(self.cost, self.cfg, self.kv_capacity_tokens, self.cal.frontend_s)
         sched.macro = self.macro_steps
@@ -188,6 +189,7 @@ class SimulatedEngine:
         # new prompt: the engine sees a request per_seq x (sequences running) after it was sent
         per_seq = self.cal.ingress_per_seq_s
         rho_max = self.cal.ingress_rho_max  # the API server's busy share stretches that wait (0 = off)
+        fixed_in, tok_in = self.cal.ingress_s, self.cal.ingress_tok_s  # per request and prompt token (0 = off)
         # vLLM async scheduling (and SGLang's overlap scheduler): the step starting now was scheduled when the last one started, so a request
         # that reached the engine during the last step waits one more step
         ahead = (bool(self.cal.sched_ahead) and self.flavour == "vllm") or self.sglang_overlap
@@ -212,6 +214,8 @@ class SimulatedEngine:
                     t_in = t_send + wait
                 else:
                     t_in = t_send
+                if fixed_in and not bad:
+                    t_in += fixed_in + tok_in * seqs[i].inp
                 if t_in > now:
                     next_arr = t_in
                     break

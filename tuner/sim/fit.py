@@ -53,6 +53,16 @@ class Calibration:
     # per-request timelines: decodes wait ~22 ms around an isolated 2048-token prompt on Qwen3-1.7B and -4B alike,
     # whose GPU prefill takes ~10 and ~20 ms; benchmarks/sim_shape_cpu.py)
     prompt_cpu_tok_s: float = 0.0
+    # the API server's time for one request before the engine sees it (HTTP, tokenising, the hop to the engine
+    # core): fixed + per prompt token (0 = off). Measured on the H200, idle, one request at a time: client TTFT less
+    # the engine's queue and prefill times is ~4.5 ms + ~3 us per prompt token on every shape
+    # (benchmarks/ttft_breakdown.py; it also holds the first token's way back)
+    ingress_s: float = 0.0
+    ingress_tok_s: float = 0.0
+    # vLLM: the engine core's CPU work for each request it admits (0 = off): a step that admits k new requests
+    # lasts at least k x this. Measured on the H200: a running decode's step around a new 16-token prompt
+    # stretches to ~12 ms on Qwen3-1.7B, -4B and -8B (GPU steps of 2-5 ms) and not on -32B (a 19 ms step hides it)
+    admit_cpu_s: float = 0.0
     allreduce_lat_s: float = 8e-6  # per all-reduce latency (TP > 1)
     e_link: float = 0.7  # interconnect efficiency
     # FP8 (levers): effective speed-up over BF16 of the linear layers with FP8 weights and of attention

@@ -42,6 +42,7 @@ class VLLMScheduler(Core):
         self.lead_tok = 0.0  # Calibration.prompt_lead_tok_s (0 = off: lead_max applies; set by the engine)
         self.defer_max = math.inf  # Calibration.prompt_defer_max_s (0 there = no limit; set by the engine)
         self.cpu_tok = 0.0  # Calibration.prompt_cpu_tok_s (0 = off; set by the engine)
+        self.admit_cpu = 0.0  # Calibration.admit_cpu_s (0 = off; set by the engine)
         self.lagged: list[Seq] = []  # prompts completed last step: first token at this step's end
         self.width = cost.width
         # set by SimulatedEngine._run: async scheduling on (Calibration.sched_ahead) and the run's time limit
@@ -173,6 +174,7 @@ class VLLMScheduler(Core):
                 partial += c < rem
             free = self.free
         waiting = self.waiting
+        admitted = 0
         if not preempted and waiting:
             running, prefilling = self.running, self.prefilling
             mns, chunked = self.mns, self.chunked
@@ -198,6 +200,7 @@ class VLLMScheduler(Core):
                 s.blocks += nb
                 chunks.append((s, c))
                 budget -= c
+                admitted += 1
                 partial += c < rem
         self.free = free
         n = self.n_dec
@@ -223,6 +226,8 @@ class VLLMScheduler(Core):
             dur = cost_step(tokens, logits, pairs, kv, tokens <= graph_max)
             if self.cpu_tok and chunks:
                 dur = self._cpu_floor(dur, n, ctx, tokens - n)
+            if admitted and self.admit_cpu * admitted > dur:
+                dur = self.admit_cpu * admitted
             if self.defer:
                 extra = 0.0
                 if chunks and n:
@@ -240,6 +245,8 @@ class VLLMScheduler(Core):
                 dur = cost_step(tokens, logits, pairs, kv, tokens <= graph_max, **spec)
             if self.cpu_tok and chunks:
                 dur = self._cpu_floor(dur, n, ctx, tokens - n, spec)
+            if admitted and self.admit_cpu * admitted > dur:
+                dur = self.admit_cpu * admitted
             if self.defer:
                 extra = 0.0
                 if chunks and n:
@@ -305,6 +312,8 @@ class VLLMScheduler(Core):
         dur = cost_step(tokens, n + 1, ctx + c * (L + (c + 1) * 0.5), ctx + (L + c), tokens <= graph_max)
         if self.cpu_tok:
             dur = self._cpu_floor(dur, n, ctx, c)
+        if self.admit_cpu > dur:
+            dur = self.admit_cpu
         defer = self.defer
         if defer:
             extra = dur - cost_step(n, n, ctx, ctx, n <= graph_max)

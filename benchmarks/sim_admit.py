@@ -1,0 +1,99 @@
+"""The request-admission terms measured on the H200, through the five-shape fidelity check (issue 17).
+
+benchmarks/ttft_breakdown.py measured, one request at a time on an idle vLLM 0.26 server and with one other
+request decoding (results in benchmarks/results/h200/ttft-breakdown/):
+- the API server's share of TTFT (client TTFT - the engine's queue and prefill times): ~4.5 ms + ~3 us per
+  prompt token, on every shape -> `ingress_s`, `ingress_tok_s`;
+- a running decode's step around a new 16-token prompt stretches to ~12 ms on Qwen3-1.7B, -4B and -8B and not on
+  -32B (its GPU step is 19 ms) -> `admit_cpu_s`: a step that admits k new requests lasts at least k x that.
+The committed calibration has none of the three (its fit folded them into the prefill efficiency); this script
+puts them in with the values read off the Qwen3-8B probe (the fitted shape: no held-out shape's data), and
+refits only the prefill efficiency scale k (e_lin, e_attn x k), leave-one-shape-out, on a grid. `--grid` also
+searches the three terms around the measured values (LOSO as well). Same losses and splits as
+benchmarks/sim_shape_ttft.py; the rule fixed before the run is that script's.
+
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/sim_admit.py [--grid]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.calibrate_sim import loss
+from benchmarks.sim_fidelity import medians
+from benchmarks.sim_shape_cpu import FIT8, SHAPES, errs, shape_loss, shape_points, sla
+from tuner.sim.calibration import FITTED
+from tuner.sim.cost import Calibration
+from tuner.sim.reference import ALL_POINTS, shape_calibration, split_of
+
+MEASURED = (4.5, 3.0, 12.0)  # ingress ms, ingress us per prompt token, admit ms: the Qwen3-8B probe
+KS = (0.9, 1.0, 1.1, 1.2)  # prefill efficiency scale
+Key = tuple[float, float, float, float]  # ingress ms, us/token, admit ms, k
+COMMITTED: Key = (0.0, 0.0, 0.0, 1.0)
+
+
+def cal_of(base: Calibration, key: Key) -> Calibration:
+    ing, tok, adm, k = key
+    return dataclasses.replace(base, ingress_s=ing * 1e-3, ingress_tok_s=tok * 1e-6, admit_cpu_s=adm * 1e-3,
+                               e_lin=base.e_lin * k, e_attn=base.e_attn * k)
+
+
+def base_for(held: str | None) -> Calibration:
+    return FITTED if held is None else shape_calibration(held)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--grid", action="store_true", help="also search the three terms (x0, x0.5, x1, x1.5 of each)")
+    a = ap.parse_args()
+    terms = [MEASURED]
+    if a.grid:
+        terms = sorted({(i * f1, t * f2, m * f3) for i, t, m in [MEASURED] for f1 in (0, 1) for f2 in (0, 1)
+                        for f3 in (0, 0.5, 1, 1.5)})
+    grid = sorted({COMMITTED, *((*t, k) for t in terms for k in KS)})
+    t0 = time.process_time()
+    bases = {"all": FITTED, **{s: base_for(s) for s in SHAPES if base_for(s) != FITTED}}
+    losses: dict[str, dict[Key, dict[str, float]]] = {}
+    for name, base in bases.items():
+        print(f"grid on base {name}:", flush=True)
+        losses[name] = {}
+        for key in grid:
+            cal = cal_of(base, key)
+            losses[name][key] = {FIT8: loss(cal), **{s: shape_loss(cal, s) for s in SHAPES}}
+            print(f"  ingress={key[0]:g} ms + {key[1]:g} us/tok admit={key[2]:g} ms k={key[3]:g} "
+                  + " ".join(f"{s}={v:.5f}" for s, v in losses[name][key].items()), flush=True)
+    fits: dict[str, Calibration] = {}
+    held_rows = []
+    for held in SHAPES:
+        name = held if held in bases else "all"
+        fit_on = (FIT8, *(s for s in SHAPES if s != held))
+        key = min((g for g in grid if g != COMMITTED or not a.grid),
+                  key=lambda g: statistics.mean(losses[name][g][s] for s in fit_on))
+        fits[held] = cal_of(bases[name], key)
+        rows = errs(fits[held], shape_points(held))
+        held_rows += rows
+        print(f"LOSO held out {held}: {key} -> {medians(rows)}")
+    print(f"split=shape points={len(held_rows)} LOSO with the terms: {medians(held_rows)}")
+    committed = [r for s in SHAPES for r in errs(base_for(s), shape_points(s))]
+    print(f"split=shape points={len(committed)} committed: {medians(committed)}")
+    key = min(losses["all"], key=lambda g: statistics.mean(losses["all"][g][s] for s in (FIT8, *SHAPES)))
+    fits["all"] = cal_of(FITTED, key)
+    print(f"fit on all five shapes: {key}, 8b loss {losses['all'][key][FIT8]:.5f} "
+          f"(committed {losses['all'][COMMITTED][FIT8]:.5f})")
+    for split in ("args", "rate", "client"):
+        pts = [p for p in ALL_POINTS if split_of(p) == split]
+        print(f"split={split} points={len(pts)} committed: {medians(errs(FITTED, pts))}")
+        print(f"split={split} points={len(pts)} all-shape fit: {medians(errs(fits['all'], pts))}")
+    print(f"sla (LOSO per shape, all-shape fit elsewhere): {sla(fits)}")
+    print(f"cpu_s={time.process_time() - t0:.0f}")
+
+
+if __name__ == "__main__":
+    main()
