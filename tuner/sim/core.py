@@ -81,6 +81,7 @@ class Core:
         self.prompt_tokens = 0
         self.steps = 0
         self.last_start = -math.inf  # when the last step started (vLLM async scheduling: the next was scheduled then)
+        self.idle = True  # no step since the engine last ran out of work (set by the engine loop)
         self._base: dict[int, float] = {}  # decode_base by batch size (it does not change within a run)
         # power-limited clock (Calibration.heat_slowdown / heat_tau_s; set by the engine, 0 = off)
         self.heat_k = 0.0

@@ -242,6 +242,7 @@ class SimulatedEngine:
                             insort(pending, (-s.done, -backlog.popleft()))  # type: ignore[operator]
                 finished.clear()
             if not progressed:
+                sched.idle = True
                 if ahead:
                     sched.last_start = sched.now  # idle: nothing was in flight
                 if next_arr < t_stop:

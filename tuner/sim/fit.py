@@ -59,9 +59,11 @@ class Calibration:
     # (benchmarks/ttft_breakdown.py; it also holds the first token's way back)
     ingress_s: float = 0.0
     ingress_tok_s: float = 0.0
-    # vLLM: the engine core's CPU work for each request it admits (0 = off): a step that admits k new requests
-    # lasts at least k x this. Measured on the H200: a running decode's step around a new 16-token prompt
-    # stretches to ~12 ms on Qwen3-1.7B, -4B and -8B (GPU steps of 2-5 ms) and not on -32B (a 19 ms step hides it)
+    # vLLM: the engine core's CPU work for each request it admits (0 = off): it runs while the GPU works on the step
+    # before (async scheduling), so a step that admits k new requests ends k x this - (the step before's length)
+    # later, when positive (after an idle engine: k x this). Measured on the H200 with one decode running: a new
+    # 16-token prompt stalls it by ~10, 9, 7 and 0.7 ms on Qwen3-1.7B, -4B, -8B, -32B (steps of 2, 3.6, 5.2, 19 ms):
+    # ~12 ms less the step; a 2048-token prompt by that plus its prefill
     admit_cpu_s: float = 0.0
     allreduce_lat_s: float = 8e-6  # per all-reduce latency (TP > 1)
     e_link: float = 0.7  # interconnect efficiency

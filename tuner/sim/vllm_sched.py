@@ -65,6 +65,13 @@ class VLLMScheduler(Core):
         floor = base + ptoks * self.cpu_tok
         return floor if floor > dur else dur
 
+    def _admit_late(self, admitted: int) -> float:
+        """How much later a step that admits `admitted` new requests ends: their CPU work (`admit_cpu_s` each) runs
+        while the GPU works on the step before (async scheduling), so only what outlasts that step shows; after an
+        idle engine, all of it."""
+        late = self.admit_cpu * admitted - (0.0 if self.idle else self.now - self.last_start)
+        return late if late > 0.0 else 0.0
+
     def _newest(self) -> Seq:
         return self.running[next(reversed(self.running))]
 
@@ -226,8 +233,8 @@ class VLLMScheduler(Core):
             dur = cost_step(tokens, logits, pairs, kv, tokens <= graph_max)
             if self.cpu_tok and chunks:
                 dur = self._cpu_floor(dur, n, ctx, tokens - n)
-            if admitted and self.admit_cpu * admitted > dur:
-                dur = self.admit_cpu * admitted
+            if admitted and self.admit_cpu:
+                dur += self._admit_late(admitted)
             if self.defer:
                 extra = 0.0
                 if chunks and n:
@@ -245,8 +252,8 @@ class VLLMScheduler(Core):
                 dur = cost_step(tokens, logits, pairs, kv, tokens <= graph_max, **spec)
             if self.cpu_tok and chunks:
                 dur = self._cpu_floor(dur, n, ctx, tokens - n, spec)
-            if admitted and self.admit_cpu * admitted > dur:
-                dur = self.admit_cpu * admitted
+            if admitted and self.admit_cpu:
+                dur += self._admit_late(admitted)
             if self.defer:
                 extra = 0.0
                 if chunks and n:
@@ -256,6 +263,7 @@ class VLLMScheduler(Core):
                 self.carry = extra
         now = self.now
         self.last_start = now
+        self.idle = False
         self.now = now = now + dur
         t_out = now + self.frontend
         self.steps += 1
@@ -312,8 +320,8 @@ class VLLMScheduler(Core):
         dur = cost_step(tokens, n + 1, ctx + c * (L + (c + 1) * 0.5), ctx + (L + c), tokens <= graph_max)
         if self.cpu_tok:
             dur = self._cpu_floor(dur, n, ctx, c)
-        if self.admit_cpu > dur:
-            dur = self.admit_cpu
+        if self.admit_cpu:
+            dur += self._admit_late(1)
         defer = self.defer
         if defer:
             extra = dur - cost_step(n, n, ctx, ctx, n <= graph_max)
@@ -324,6 +332,7 @@ class VLLMScheduler(Core):
             self.carry = extra
         now = self.now
         self.last_start = now
+        self.idle = False
         self.now = now = now + dur
         t_out = now + self.frontend
         self.steps += 1
@@ -354,6 +363,7 @@ class VLLMScheduler(Core):
             self.carry = 0.0
         now = self.now
         self.last_start = now
+        self.idle = False
         self.now = now = now + dur
         t_out = now + self.frontend
         self.steps += 1
