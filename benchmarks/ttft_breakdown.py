@@ -99,23 +99,34 @@ def main() -> None:
                     "decodes (a 16-token prompt, N output tokens, probe after 30 of them); prints that stream's "
                     "largest gap and its stall (sum of gaps beyond its median) from the probe's send to its first "
                     "token + 20 ms: what one new prompt does to a running decode")
+    ap.add_argument("--streams", type=int, default=1, help="background requests decoding at once (--background; "
+                    "the stall is read on the first)")
+    ap.add_argument("--seed", type=int, default=0, help="prompt draw: give each run on one server its own, or its "
+                    "prompts hit the prefix cache of an earlier run's (the first token then skips the prefill)")
     a = ap.parse_args()
-    rng = random.Random(0)
+    rng = random.Random(a.seed)
     rows: list[dict[str, Any]] = []
     for n_in in (int(x) for x in a.lens.split(",")):
         for i in range(a.n):
-            bg: list[float] = []
-            if a.background:
+            streams: list[list[float]] = [[] for _ in range(a.streams if a.background else 0)]
+            threads = []
+            for k, stamps in enumerate(streams):
                 ready = threading.Event()
-                th = threading.Thread(target=one, args=(a.url, a.model, 16, a.background, random.Random(i), bg,
-                                                        ready, 30), daemon=True)
+                th = threading.Thread(target=one, args=(a.url, a.model, 16, a.background, random.Random(a.seed * 1_000_000 + i * 1000 + k),
+                                                        stamps, ready, 30), daemon=True)
                 th.start()
+                threads.append((th, ready))
+            for _, ready in threads:
                 ready.wait(30)
+            bg = streams[0] if streams else []
             before = scrape(a.url)
             t_send = time.perf_counter()
             r = one(a.url, a.model, n_in, a.out_len, rng)
+            time.sleep(0.05)  # the frontend records the finished request's histograms after the last chunk
+            after = scrape(a.url)  # before the background requests finish: their histograms stay out
+            for th, _ in threads:
+                th.join(120)
             if a.background:
-                th.join(60)
                 end = t_send + r["ttft_s"] + 0.020
                 gaps = [b - c for c, b in zip(bg, bg[1:], strict=False)]
                 inside = [b - c for c, b in zip(bg, bg[1:], strict=False) if b > t_send and c < end]
@@ -123,8 +134,6 @@ def main() -> None:
                 r["bg_max_gap_s"] = max(inside) if inside else None
                 r["bg_stall_s"] = sum(max(g - base, 0.0) for g in inside) if inside else None
                 r["bg_median_gap_s"] = base
-            time.sleep(0.05)  # the frontend records the finished request's histograms after the last chunk
-            after = scrape(a.url)
             for h in HISTS:
                 n = after.get(h + "_count", 0.0) - before.get(h + "_count", 0.0)
                 r[h.split(":")[1]] = (after.get(h + "_sum", 0.0) - before.get(h + "_sum", 0.0)) / n if n else None
