@@ -19,6 +19,7 @@ import dataclasses
 import math
 import sys
 import time
+from collections.abc import Callable
 from multiprocessing import Pool
 from pathlib import Path
 
@@ -51,6 +52,7 @@ BOUNDS = {
     "sched_ahead": (0, 1),  # on/off (--start sched_ahead=1), not searched
     # measured on the H200 (benchmarks/ttft_breakdown.py), set with --start, searchable
     "ingress_s": (1e-4, 0.02), "ingress_tok_s": (1e-8, 2e-5), "admit_cpu_s": (1e-4, 0.03),
+    "w_floor_layer_s": (1e-6, 2e-4),  # fitted on five shapes (sim_shape_gpu.py, sim_joint_fit.py)
 }
 FIT_STUDY_POINTS = tuple(study_points(*FIT_STUDY))
 CAP = 0.25  # per-figure cap on |log error|: a threshold effect (queueing onset) must not steer the fit
@@ -89,7 +91,15 @@ def fit(start: Calibration, rounds: int, step: float, free: tuple[str, ...] = FR
     # multiplicative steps cannot leave 0: seed factors that are off
     best = dataclasses.replace(start, o_tok_s=start.o_tok_s or 1e-8,
                                ingress_per_seq_s=start.ingress_per_seq_s or 4e-4)
-    best_loss = loss(best)
+    return coordinate_search(best, rounds, step, free, loss_fn=loss, log=log)
+
+
+def coordinate_search(best: Calibration, rounds: int, step: float, free: tuple[str, ...],
+                      loss_fn: Callable[[Calibration], float], log: Path | None = None,
+                      label: str = "") -> tuple[Calibration, float]:
+    """Each round, each factor in `free` x or / `step` (within BOUNDS), kept when `loss_fn` drops; a round without a
+    gain takes the square root of the step, and the search ends below 1.005 (also used by sim_joint_fit.py)."""
+    best_loss = loss_fn(best)
     for r in range(rounds):
         improved = False
         for name in free:
@@ -97,11 +107,11 @@ def fit(start: Calibration, rounds: int, step: float, free: tuple[str, ...] = FR
             for f in (step, 1 / step):
                 value = min(max(getattr(best, name) * f, lo), hi)
                 cand = dataclasses.replace(best, **{name: value})
-                cand_loss = loss(cand)
+                cand_loss = loss_fn(cand)
                 if cand_loss < best_loss - 1e-9:
                     best, best_loss, improved = cand, cand_loss, True
                     break
-        print(f"round {r}: step x{step:.3f} loss {best_loss:.5f}", flush=True)
+        print(f"{label + ' ' if label else ''}round {r}: step x{step:.3f} loss {best_loss:.5f}", flush=True)
         if log is not None:  # a long fit can be stopped and its best so far kept
             log.write_text(render(best))
         if not improved:

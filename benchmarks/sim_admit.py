@@ -28,10 +28,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.calibrate_sim import loss
 from benchmarks.sim_fidelity import medians
-from benchmarks.sim_shape_cpu import FIT8, SHAPES, errs, shape_loss, shape_points, sla
+from benchmarks.sim_shape_cpu import FIT8, SHAPES, errs, print_splits, shape_loss, shape_points
 from tuner.sim.calibration import FITTED
 from tuner.sim.cost import Calibration
-from tuner.sim.reference import ALL_POINTS, shape_calibration, split_of
+from tuner.sim.reference import shape_calibration
 
 MEASURED = (4.5, 3.0, 12.0)  # ingress ms, ingress us per prompt token, admit ms: the Qwen3-8B probe
 KS = (0.9, 1.0, 1.1, 1.2)  # prefill efficiency scale
@@ -74,7 +74,7 @@ def main() -> None:
     for held in SHAPES:
         name = held if held in bases else "all"
         fit_on = (FIT8, *(s for s in SHAPES if s != held))
-        key = min((g for g in grid if g != COMMITTED or not a.grid),
+        key = min((g for g in grid if g != COMMITTED or a.grid),  # measured terms: forced on
                   key=lambda g: statistics.mean(losses[name][g][s] for s in fit_on))
         fits[held] = cal_of(bases[name], key)
         rows = errs(fits[held], shape_points(held))
@@ -83,15 +83,12 @@ def main() -> None:
     print(f"split=shape points={len(held_rows)} LOSO with the terms: {medians(held_rows)}")
     committed = [r for s in SHAPES for r in errs(base_for(s), shape_points(s))]
     print(f"split=shape points={len(committed)} committed: {medians(committed)}")
-    key = min(losses["all"], key=lambda g: statistics.mean(losses["all"][g][s] for s in (FIT8, *SHAPES)))
+    key = min((g for g in grid if g != COMMITTED or a.grid),
+              key=lambda g: statistics.mean(losses["all"][g][s] for s in (FIT8, *SHAPES)))
     fits["all"] = cal_of(FITTED, key)
     print(f"fit on all five shapes: {key}, 8b loss {losses['all'][key][FIT8]:.5f} "
           f"(committed {losses['all'][COMMITTED][FIT8]:.5f})")
-    for split in ("args", "rate", "client"):
-        pts = [p for p in ALL_POINTS if split_of(p) == split]
-        print(f"split={split} points={len(pts)} committed: {medians(errs(FITTED, pts))}")
-        print(f"split={split} points={len(pts)} all-shape fit: {medians(errs(fits['all'], pts))}")
-    print(f"sla (LOSO per shape, all-shape fit elsewhere): {sla(fits)}")
+    print_splits(fits)
     print(f"cpu_s={time.process_time() - t0:.0f}")
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import math
 import statistics
 import sys
 import time
@@ -25,16 +24,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.calibrate_sim import BOUNDS, loss, render
+from benchmarks.calibrate_sim import coordinate_search, loss, render
 from benchmarks.sim_fidelity import medians
-from benchmarks.sim_shape_cpu import SHAPES, errs, shape_loss, shape_points, sla
+from benchmarks.sim_shape_cpu import SHAPES, errs, print_splits, shape_loss, shape_points
 from tuner.sim.calibration import FITTED
 from tuner.sim.cost import Calibration
-from tuner.sim.reference import ALL_POINTS, shape_calibration, split_of
+from tuner.sim.reference import shape_calibration
 
 FREE = ("e_lin", "e_attn", "e_w", "w_floor_layer_s", "o_step_s", "ingress_per_seq_s", "prompt_defer",
         "prompt_lead_max_s", "ingress_s", "ingress_tok_s", "admit_cpu_s")
-BOUNDS_X = {**BOUNDS, "w_floor_layer_s": (1e-6, 2e-4)}
 MEASURED = {"ingress_s": 4.5e-3, "ingress_tok_s": 3e-6, "admit_cpu_s": 12e-3}
 
 
@@ -42,26 +40,11 @@ def joint(cal: Calibration, shapes: tuple[str, ...]) -> float:
     return statistics.mean([loss(cal), *(shape_loss(cal, s) for s in shapes)])
 
 
-def fit(shapes: tuple[str, ...], rounds: int, step: float = 1.5) -> tuple[Calibration, float]:
-    best = dataclasses.replace(FITTED, **MEASURED)
-    best_loss = joint(best, shapes)
-    for r in range(rounds):
-        improved = False
-        for name in FREE:
-            lo, hi = BOUNDS_X[name]
-            for f in (step, 1 / step):
-                value = min(max(getattr(best, name) * f, lo), hi)
-                cand = dataclasses.replace(best, **{name: value})
-                cand_loss = joint(cand, shapes)
-                if cand_loss < best_loss - 1e-9:
-                    best, best_loss, improved = cand, cand_loss, True
-                    break
-        print(f"  fit on {','.join(shapes)} round {r}: step x{step:.3f} loss {best_loss:.5f}", flush=True)
-        if not improved:
-            step = math.sqrt(step)
-            if step < 1.02:
-                break
-    return best, best_loss
+def fit(shapes: tuple[str, ...], rounds: int) -> tuple[Calibration, float]:
+    """calibrate_sim.py's coordinate search on the joint loss of the 8B points and `shapes`."""
+    start = dataclasses.replace(FITTED, **MEASURED)
+    return coordinate_search(start, rounds, 1.5, FREE, loss_fn=lambda cal: joint(cal, shapes),
+                             label=f"fit on {','.join(shapes)}")
 
 
 def _fold(args: tuple[str | None, int]) -> tuple[str | None, Calibration, float]:
@@ -91,11 +74,7 @@ def main() -> None:
     allfit = results[None][0]
     print(f"fit on all five shapes: joint loss {results[None][1]:.5f} (committed "
           f"{joint(FITTED, SHAPES):.5f}); 8B loss {loss(allfit):.5f} (committed {loss(FITTED):.5f})")
-    for split in ("args", "rate", "client"):
-        pts = [p for p in ALL_POINTS if split_of(p) == split]
-        print(f"split={split} points={len(pts)} committed: {medians(errs(FITTED, pts))}")
-        print(f"split={split} points={len(pts)} all-shape fit: {medians(errs(allfit, pts))}")
-    print(f"sla (LOSO per shape, all-shape fit elsewhere): {sla({**{s: results[s][0] for s in SHAPES}, 'all': allfit})}")
+    print_splits({**{s: results[s][0] for s in SHAPES}, "all": allfit})
     print("all-shape fit:\n" + render(allfit).split("FITTED = ")[1].split("\n)")[0] + "\n)")
     print(f"wall_s={time.time() - t0:.0f}")
     print({s: {k: getattr(results[s][0], k) for k in FREE} for s in SHAPES})

@@ -167,6 +167,17 @@ def errs(cal: Calibration, points: list[RefPoint]) -> list[dict[str, float]]:
     return [errors_pct(simulate(p, cal), measured(p)) for p in points]
 
 
+def print_splits(fits: dict[str, Calibration]) -> None:
+    """The tail of the LOSO checks (sim_shape_ttft.py, sim_admit.py, sim_joint_fit.py): the args, rate and client
+    splits with the committed calibration and with `fits["all"]` (the fit on all five shapes), and the SLA verdicts
+    (a shape point judged with `fits[its shape]`)."""
+    for split in ("args", "rate", "client"):
+        pts = [p for p in ALL_POINTS if split_of(p) == split]
+        print(f"split={split} points={len(pts)} committed: {medians(errs(FITTED, pts))}")
+        print(f"split={split} points={len(pts)} all-shape fit: {medians(errs(fits['all'], pts))}")
+    print(f"sla (LOSO per shape, all-shape fit elsewhere): {sla(fits)}")
+
+
 def sla(cal_for: dict[str, Calibration]) -> str:
     """SLA verdicts (sim_fidelity's) on the held-out points and the other studies' vLLM points; a shape point is
     judged with the calibration fitted without its shape."""

@@ -34,10 +34,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.calibrate_sim import loss
 from benchmarks.sim_fidelity import medians
-from benchmarks.sim_shape_cpu import FIT8, SHAPES, errs, shape_loss, shape_points, sla
+from benchmarks.sim_shape_cpu import FIT8, SHAPES, errs, print_splits, shape_loss, shape_points
 from tuner.sim.calibration import FITTED
 from tuner.sim.cost import Calibration
-from tuner.sim.reference import ALL_POINTS, shape_calibration, split_of
+from tuner.sim.reference import shape_calibration
 
 DS_MS = (0.1, 5.0, 10.0, 15.0, 20.0, 25.0)  # frontend_s grid, ms (0.1 = committed)
 KS = (1.0, 1.1, 1.2, 1.3, 1.4, 1.5)  # prefill efficiency scale (e_lin 0.6 x 1.5 = 0.9 of peak at most)
@@ -101,11 +101,7 @@ def main() -> None:
     fits["all"] = cal_of(FITTED, key)
     print(f"fit on all five shapes: d={key[0]:g} ms k={key[1]:g} u={key[2]:g} us, 8b loss {losses['all'][key][FIT8]:.5f} "
           f"(committed {losses['all'][COMMITTED][FIT8]:.5f})")
-    for split in ("args", "rate", "client"):
-        pts = [p for p in ALL_POINTS if split_of(p) == split]
-        print(f"split={split} points={len(pts)} committed: {medians(errs(FITTED, pts))}")
-        print(f"split={split} points={len(pts)} all-shape fit: {medians(errs(fits['all'], pts))}")
-    print(f"sla (LOSO per shape, all-shape fit elsewhere): {sla(fits)}")
+    print_splits(fits)
     print(f"cpu_s={time.process_time() - t0:.0f}")
 
 
