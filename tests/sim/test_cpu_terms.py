@@ -65,6 +65,11 @@ def test_ingress_delays_an_idle_engines_first_token_by_fixed_plus_per_prompt_tok
         # an idle engine: the request only starts later, by 4.5 ms + 3 us x its prompt tokens
         assert abs((r_on.first_token_s - r_off.first_token_s) - (4.5e-3 + 3e-6 * n_in)) < 1e-9
         assert r_on.sent_s == r_off.sent_s  # the client's send time is the same: TTFT grows
+    # the per-token part alone (no fixed part) counts too
+    tok_only = _run("qwen3-8b", reqs, ingress_tok_s=3e-6)
+    for r_off, r_on, n_in in zip(off, tok_only, (16, 2048), strict=True):
+        assert r_off.first_token_s is not None and r_on.first_token_s is not None
+        assert abs((r_on.first_token_s - r_off.first_token_s) - 3e-6 * n_in) < 1e-9
 
 
 def test_admit_cpu_shows_only_where_the_step_before_does_not_hide_it() -> None:

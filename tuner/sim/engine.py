@@ -214,7 +214,7 @@ class SimulatedEngine:
                     t_in = t_send + wait
                 else:
                     t_in = t_send
-                if fixed_in and not bad:
+                if (fixed_in or tok_in) and not bad:
                     t_in += fixed_in + tok_in * seqs[i].inp
                 if t_in > now:
                     next_arr = t_in
