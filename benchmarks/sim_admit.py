@@ -4,12 +4,13 @@ benchmarks/ttft_breakdown.py measured, one request at a time on an idle vLLM 0.2
 request decoding (results in benchmarks/results/h200/ttft-breakdown/):
 - the API server's share of TTFT (client TTFT - the engine's queue and prefill times): ~4.5 ms + ~3 us per
   prompt token, on every shape -> `ingress_s`, `ingress_tok_s`;
-- a running decode's step around a new 16-token prompt stretches to ~12 ms on Qwen3-1.7B, -4B and -8B and not on
-  -32B (its GPU step is 19 ms) -> `admit_cpu_s`: a step that admits k new requests lasts at least k x that.
+- a new 16-token prompt stalls a running decode by ~12 ms less its step on Qwen3-1.7B, -4B and -8B, and not on
+  -32B (its step is 19 ms) -> `admit_cpu_s`: a step that admits k new requests ends k x that - (the step before)
+  later, when positive (tuner/sim/fit.py).
 The committed calibration has none of the three (its fit folded them into the prefill efficiency); this script
-puts them in with the values read off the Qwen3-8B probe (the fitted shape: no held-out shape's data), and
-refits only the prefill efficiency scale k (e_lin, e_attn x k), leave-one-shape-out, on a grid. `--grid` also
-searches the three terms around the measured values (LOSO as well). Same losses and splits as
+forces them on with the values read off the Qwen3-8B probe (the fitted shape: no held-out shape's data), and
+chooses only the prefill efficiency scale k (e_lin, e_attn x k), leave-one-shape-out, on a grid. `--grid` also
+lets each fold pick smaller terms or none (x0, x0.5, x1, x1.5 of each; LOSO as well). Same losses and splits as
 benchmarks/sim_shape_ttft.py; the rule fixed before the run is that script's.
 
     PYTHONPATH=$PWD .venv/bin/python benchmarks/sim_admit.py [--grid]
@@ -29,9 +30,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.calibrate_sim import loss
 from benchmarks.sim_fidelity import medians
 from benchmarks.sim_shape_cpu import FIT8, SHAPES, errs, print_splits, shape_loss, shape_points
+from benchmarks.sim_shape_ttft import base_for
 from tuner.sim.calibration import FITTED
 from tuner.sim.cost import Calibration
-from tuner.sim.reference import shape_calibration
 
 MEASURED = (4.5, 3.0, 12.0)  # ingress ms, ingress us per prompt token, admit ms: the Qwen3-8B probe
 KS = (0.9, 1.0, 1.1, 1.2)  # prefill efficiency scale
@@ -43,10 +44,6 @@ def cal_of(base: Calibration, key: Key) -> Calibration:
     ing, tok, adm, k = key
     return dataclasses.replace(base, ingress_s=ing * 1e-3, ingress_tok_s=tok * 1e-6, admit_cpu_s=adm * 1e-3,
                                e_lin=base.e_lin * k, e_attn=base.e_attn * k)
-
-
-def base_for(held: str | None) -> Calibration:
-    return FITTED if held is None else shape_calibration(held)
 
 
 def main() -> None:
@@ -69,13 +66,13 @@ def main() -> None:
             losses[name][key] = {FIT8: loss(cal), **{s: shape_loss(cal, s) for s in SHAPES}}
             print(f"  ingress={key[0]:g} ms + {key[1]:g} us/tok admit={key[2]:g} ms k={key[3]:g} "
                   + " ".join(f"{s}={v:.5f}" for s, v in losses[name][key].items()), flush=True)
+    pickable = [g for g in grid if a.grid or g != COMMITTED]  # without --grid the measured terms are forced on
     fits: dict[str, Calibration] = {}
     held_rows = []
     for held in SHAPES:
         name = held if held in bases else "all"
         fit_on = (FIT8, *(s for s in SHAPES if s != held))
-        key = min((g for g in grid if g != COMMITTED or a.grid),  # measured terms: forced on
-                  key=lambda g: statistics.mean(losses[name][g][s] for s in fit_on))
+        key = min(pickable, key=lambda g: statistics.mean(losses[name][g][s] for s in fit_on))
         fits[held] = cal_of(bases[name], key)
         rows = errs(fits[held], shape_points(held))
         held_rows += rows
@@ -83,8 +80,7 @@ def main() -> None:
     print(f"split=shape points={len(held_rows)} LOSO with the terms: {medians(held_rows)}")
     committed = [r for s in SHAPES for r in errs(base_for(s), shape_points(s))]
     print(f"split=shape points={len(committed)} committed: {medians(committed)}")
-    key = min((g for g in grid if g != COMMITTED or a.grid),
-              key=lambda g: statistics.mean(losses["all"][g][s] for s in (FIT8, *SHAPES)))
+    key = min(pickable, key=lambda g: statistics.mean(losses["all"][g][s] for s in (FIT8, *SHAPES)))
     fits["all"] = cal_of(FITTED, key)
     print(f"fit on all five shapes: {key}, 8b loss {losses['all'][key][FIT8]:.5f} "
           f"(committed {losses['all'][COMMITTED][FIT8]:.5f})")

@@ -64,7 +64,7 @@ def one(url: str, model: str, prompt_len: int, out_len: int, rng: random.Random,
     stamps = [] if stamps is None else stamps
     buf = b""
     while True:
-        chunk = resp.read1(65536) if hasattr(resp, "read1") else resp.read(1)
+        chunk = resp.read1(65536)
         if not chunk:
             break
         now = time.perf_counter()
@@ -112,8 +112,9 @@ def main() -> None:
             threads = []
             for k, stamps in enumerate(streams):
                 ready = threading.Event()
-                th = threading.Thread(target=one, args=(a.url, a.model, 16, a.background, random.Random(a.seed * 1_000_000 + i * 1000 + k),
-                                                        stamps, ready, 30), daemon=True)
+                bg_rng = random.Random(a.seed * 1_000_000 + i * 1000 + k)
+                th = threading.Thread(target=one, args=(a.url, a.model, 16, a.background, bg_rng, stamps, ready, 30),
+                                      daemon=True)
                 th.start()
                 threads.append((th, ready))
             for _, ready in threads:

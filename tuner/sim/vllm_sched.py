@@ -362,8 +362,7 @@ class VLLMScheduler(Core):
             dur += self.carry
             self.carry = 0.0
         now = self.now
-        self.last_start = now
-        self.idle = False
+        self.last_start = now  # (idle is already False: after an idle engine the first step admits a prompt)
         self.now = now = now + dur
         t_out = now + self.frontend
         self.steps += 1
