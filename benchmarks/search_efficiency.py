@@ -50,6 +50,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.search_grid import FLAT, Grid  # noqa: E402
 from tuner.search.ask_tell import TrialReport  # noqa: E402
 from tuner.search.coord import COORD_STARTUP, CoordTPESampler  # noqa: E402
+from tuner.search.coord_polish import CoordPolishSampler  # noqa: E402
 from tuner.search.local_tpe import LocalTPESampler  # noqa: E402
 from tuner.search.rf_sampler import RFSampler  # noqa: E402
 from tuner.search.searcher import SearchCore, make_sampler  # noqa: E402
@@ -178,6 +179,15 @@ def sampler_for(method: str, study: Study, space: Space, seed: int) -> optuna.sa
         c, *rest = method[len("tpe-coord-c"):].split("-")
         return CoordTPESampler(seed=seed, n_startup_trials=min(n0, COORD_STARTUP), conditional=True, child_moves=int(c),
                                children="tpe" if "m0" in rest else "sibling" if "sib" in rest else "model")
+    if method.startswith("tpe-coord-p"):  # polish variants (tuner/search/coord_polish.py), tuned on seeds 0-29:
+        # p<last trials all moves>[-sa|-sp|-sn: sweep values always / in the polish only / never][-f0: flat by knob]
+        # [-n<width>: failure risk from the told trials near the whole config][-c: polish covers every knob first]
+        pn, *rest = method[len("tpe-coord-p"):].split("-")
+        sweep = {"sa": "always", "sp": "polish", "sn": "none"}
+        return CoordPolishSampler(seed=seed, n_startup_trials=min(n0, COORD_STARTUP), budget=study.budget.trials,
+                                  polish=int(pn), sweep=next((sweep[r] for r in rest if r in sweep), "always"),
+                                  flat_interval="f0" not in rest,
+                                  near_fail=next((float(r[1:]) for r in rest if r[0] == "n"), 0.0), cover="c" in rest)
     if method == "tpe-coord-v1":  # tpe-coord without conditional moves (what `tpe-coord` builds; docs/search.md)
         return CoordTPESampler(seed=seed, n_startup_trials=min(n0, COORD_STARTUP), conditional=False)
     if method.startswith("tpe-mv-s"):

@@ -78,6 +78,9 @@ class CoordTPESampler(PlannedSampler):
         self._centre = -1  # the trial whose single-knob moves are being swept
         self._from: dict[int, float] = {}  # trial number of a move -> the incumbent's objective it moved from
         self.moves: dict[int, tuple[str, Any]] = {}  # trial number -> (knob, new value), for tests and traces
+        self._moved_from: dict[int, Any] = {}  # trial number of a move -> the knob's value it moved from
+        self._start_of: dict[int, int] = {}  # trial number of a move -> the trial it moved from
+        self._start = -1  # the trial the move being planned starts from
         self.conditional = conditional  # parents judged with their children (False: as chosen on seeds 0-9)
         self.child_moves = child_moves  # follow-up moves of a parent move's children before judging the parent
         self.children = children  # a parent move's children: "model", "sibling" (the best told trial's at that
@@ -100,7 +103,8 @@ class CoordTPESampler(PlannedSampler):
             return
         self._guided += 1
         g, p = self._guided, self.move_share
-        if len(study.directions) > 1 or math.floor(g * p + 1e-9) == math.floor((g - 1) * p + 1e-9):
+        if len(study.directions) > 1 or not (self._move_due(study) or
+                                             math.floor(g * p + 1e-9) != math.floor((g - 1) * p + 1e-9)):
             return  # a TPE draw (multi-objective studies: TPE only)
         plan = self._best_move(study, trial)
         if plan is not None:
@@ -167,12 +171,13 @@ class CoordTPESampler(PlannedSampler):
         model = _Additive(told, rng=self._rng if self.thompson else None,
                           centre=start.params if self.local > 0 else None, width=self.local)
         here = model.predict(start.params)
+        self._start = start.number
         flat = self._flat(trials)
         ranked: list[tuple[float, float, str, Any, dict[str, Any]]] = []
         for name, d in start.distributions.items():
             if not movable(d) or (sweep is not None and name not in sweeping):
                 continue
-            values = _neighbours(d, start.params[name]) if sweep is None else \
+            values = self._move_values(d, start.params[name]) if sweep is None else \
                 [c for c in _candidates(model, name, d) if c != start.params[name]]  # a guessed child: any value
             for v in values:
                 plan, extra = {**start.params, name: v}, 0.0
@@ -190,11 +195,10 @@ class CoordTPESampler(PlannedSampler):
                 old = start.params[name]
                 gain = (model.predict(plan) - here + extra
                         + BONUS * (model.rarity(name, d, v) - model.rarity(name, d, old))
-                        - FAIL_WEIGHT * (model.failed(name, d, v) - model.failed(name, d, old)))
+                        - FAIL_WEIGHT * self._fail_risk(model, start.params, plan, name, d, old, v))
                 if sweep is not None:  # a child sweep: the residuals near the value count, as when it was set
                     gain += model.local(name, d, v) - model.local(name, d, old)
-                if name in flat:
-                    gain -= FLAT_PENALTY
+                gain -= self._flat_penalty(flat, name, d, old, v)
                 ranked.append((gain if self.ranked else 0.0, float(self._rng.uniform()), name, v, plan))
         if not ranked and sweep is not None:  # every child move tried: judge the parent on what was told
             self._sweeps[sweep.number] = [-1] * self.child_moves
@@ -204,6 +208,8 @@ class CoordTPESampler(PlannedSampler):
         _, _, name, v, plan = max(ranked, key=lambda r: r[:2])
         self.moves[trial.number] = (name, v)
         self._from[trial.number] = start.values[0] if start.values else best.values[0]
+        self._moved_from[trial.number] = start.params[name]
+        self._start_of[trial.number] = start.number
         if sweep is not None:
             self._sweeps.setdefault(sweep.number, []).append(trial.number)
             self._sweep_of[trial.number] = sweep.number
@@ -233,10 +239,33 @@ class CoordTPESampler(PlannedSampler):
                 return t, switched
             self._sweeps[n] = [-1] * self.child_moves  # nothing to sweep: the parent is judged on this trial alone
         return None, set()
-    def _flat(self, trials: list[FrozenTrial]) -> set[str]:
-        """Knobs whose move changed the objective by less than FLAT (either way) at least once: tried last.
+
+    # ------------------------------------------------------------------ hooks (tuner/search/coord_polish.py)
+
+    def _move_due(self, study: Study) -> bool:
+        """Whether the next guided trial must be a move whatever `move_share` says (never, here)."""
+        return False
+
+    def _move_values(self, d: BaseDistribution, v: Any) -> list[Any]:
+        """The values a single-knob move of a knob at `v` may take."""
+        return _neighbours(d, v)
+
+    def _fail_risk(self, model: _Additive, here: dict[str, Any], plan: dict[str, Any], name: str,
+                   d: BaseDistribution, old: Any, v: Any) -> float:
+        """How much likelier the move is to fail than its start: the share of failures near the new value of
+        the knob less that near the old one (over all told trials)."""
+        return model.failed(name, d, v) - model.failed(name, d, old)
+
+    def _flat_penalty(self, flat: dict[str, list[tuple[Any, Any]]], name: str, d: BaseDistribution, old: Any,
+                      v: Any) -> float:
+        """Predicted-gain penalty of moving `name` from `old` to `v`: FLAT_PENALTY once any move of it was flat."""
+        return FLAT_PENALTY if name in flat else 0.0
+
+    def _flat(self, trials: list[FrozenTrial]) -> dict[str, list[tuple[Any, Any]]]:
+        """Knobs whose move changed the objective by less than FLAT (either way) at least once: tried last;
+        each with its flat moves (value moved from, value moved to).
         A parent move counts only once its child sweeps are told, and only if they changed nothing either."""
-        out = set()
+        out: dict[str, list[tuple[Any, Any]]] = {}
         by_number = {t.number: t for t in trials}
         for t in trials:
             if t.number in self.moves and t.state == TrialState.COMPLETE and sla_feasible(t) and t.values:
@@ -251,7 +280,8 @@ class CoordTPESampler(PlannedSampler):
                     if any(s is not None and s.state == TrialState.COMPLETE and s.values
                            and abs(s.values[0] - base) >= FLAT * abs(base) for s in done):
                         continue  # a child sweep made the difference: the parent matters
-                out.add(self.moves[t.number][0])
+                name, new = self.moves[t.number]
+                out.setdefault(name, []).append((self._moved_from.get(t.number), new))
         return out
 
 
