@@ -119,7 +119,7 @@ def load_study(workload: str, seed: int, trials: int, a: argparse.Namespace) -> 
     return validate(Study, data, str(path))
 
 
-METHODS = ("tpe-coord", "tpe-coord-v1", "tpe-local", "random", "rf", "tpe", "cmaes", "tpe-mv", "qmc", "tpe-mv5", "nsga2", "tpe-s4", "local2", "local-s4")
+METHODS = ("tpe-coord", "tpe-coord-nf", "tpe-coord-v1", "tpe-local", "random", "rf", "tpe", "cmaes", "tpe-mv", "qmc", "tpe-mv5", "nsga2", "tpe-s4", "local2", "local-s4")
 
 
 def parent_knobs(space: Space) -> list[str]:
@@ -179,15 +179,24 @@ def sampler_for(method: str, study: Study, space: Space, seed: int) -> optuna.sa
         c, *rest = method[len("tpe-coord-c"):].split("-")
         return CoordTPESampler(seed=seed, n_startup_trials=min(n0, COORD_STARTUP), conditional=True, child_moves=int(c),
                                children="tpe" if "m0" in rest else "sibling" if "sib" in rest else "model")
+    if method == "tpe-coord-nf":  # near failures + tighter draw: chosen on seeds 0-29 (tuner/search/coord_polish.py)
+        return CoordPolishSampler.chosen(seed=seed, n_startup_trials=min(n0, COORD_STARTUP))
     if method.startswith("tpe-coord-p"):  # polish variants (tuner/search/coord_polish.py), tuned on seeds 0-29:
         # p<last trials all moves>[-sa|-sp|-sn: sweep values always / in the polish only / never][-f0: flat by knob]
-        # [-n<width>: failure risk from the told trials near the whole config][-c: polish covers every knob first]
+        # [-n<width>: failure risk from the told trials near the whole config][-c: polish covers every knob first;
+        # -cu: counting only moves that changed the objective][-sq: polish moves numerics to sweep points only][-k: c1-m0]
+        # [-fz: no flat penalty outside a numeric's flat interval][-i<w>: polish ranks knobs by predicted spread]
+        # [-t<x>: Thompson covariance times x]
         pn, *rest = method[len("tpe-coord-p"):].split("-")
-        sweep = {"sa": "always", "sp": "polish", "sn": "none"}
+        sweep = {"sa": "always", "sp": "polish", "sn": "none", "sq": "points"}
         return CoordPolishSampler(seed=seed, n_startup_trials=min(n0, COORD_STARTUP), budget=study.budget.trials,
                                   polish=int(pn), sweep=next((sweep[r] for r in rest if r in sweep), "always"),
                                   flat_interval="f0" not in rest,
-                                  near_fail=next((float(r[1:]) for r in rest if r[0] == "n"), 0.0), cover="c" in rest)
+                                  near_fail=next((float(r[1:]) for r in rest if r[0] == "n"), 0.0),
+                                  cover="unflat" if "cu" in rest else "c" in rest, outside=0.0 if "fz" in rest else 0.5,
+                                  importance=next((float(r[1:]) for r in rest if r[0] == "i"), 0.0),
+                                  draw_scale=next((float(r[1:]) for r in rest if r[0] == "t"), 1.0),
+                                  **({"conditional": True, "child_moves": 1, "children": "tpe"} if "k" in rest else {}))
     if method == "tpe-coord-v1":  # tpe-coord without conditional moves (what `tpe-coord` builds; docs/search.md)
         return CoordTPESampler(seed=seed, n_startup_trials=min(n0, COORD_STARTUP), conditional=False)
     if method.startswith("tpe-mv-s"):

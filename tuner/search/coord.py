@@ -81,6 +81,8 @@ class CoordTPESampler(PlannedSampler):
         self._moved_from: dict[int, Any] = {}  # trial number of a move -> the knob's value it moved from
         self._start_of: dict[int, int] = {}  # trial number of a move -> the trial it moved from
         self._start = -1  # the trial the move being planned starts from
+        self._model_now: _Additive | None = None  # the model ranking the move being planned
+        self._draw_scale = 1.0  # the Thompson draw's covariance, times this (coord_polish.py varies it)
         self.conditional = conditional  # parents judged with their children (False: as chosen on seeds 0-9)
         self.child_moves = child_moves  # follow-up moves of a parent move's children before judging the parent
         self.children = children  # a parent move's children: "model", "sibling" (the best told trial's at that
@@ -169,9 +171,9 @@ class CoordTPESampler(PlannedSampler):
         sweep, sweeping = self._sweep_due(told, best, kids)
         start = sweep if sweep is not None else best
         model = _Additive(told, rng=self._rng if self.thompson else None,
-                          centre=start.params if self.local > 0 else None, width=self.local)
+                          centre=start.params if self.local > 0 else None, width=self.local, scale=self._draw_scale)
         here = model.predict(start.params)
-        self._start = start.number
+        self._start, self._model_now = start.number, model
         flat = self._flat(trials)
         ranked: list[tuple[float, float, str, Any, dict[str, Any]]] = []
         for name, d in start.distributions.items():
@@ -291,7 +293,7 @@ class _Additive:
     multiplicative) model that separates levers tried together, as a per-knob mean cannot."""
 
     def __init__(self, told: list[FrozenTrial], ridge: float = 1.0, rng: np.random.RandomState | None = None,
-                 centre: dict[str, Any] | None = None, width: float = 2.0) -> None:
+                 centre: dict[str, Any] | None = None, width: float = 2.0, scale: float = 1.0) -> None:
         ok = [t for t in told if t.state == TrialState.COMPLETE and sla_feasible(t) and t.values[0] > 0]
         self.dists: dict[str, BaseDistribution] = {}
         for t in told:
@@ -313,7 +315,7 @@ class _Additive:
         if rng is not None:  # Thompson: one draw of the coefficients from their Gaussian posterior
             resid = (y - my) - xc @ self.beta
             s2 = max(float(w @ resid**2) / max(w.sum() - 1, 1), 0.01)
-            cov = s2 * np.linalg.inv(a)
+            cov = scale * s2 * np.linalg.inv(a)  # scale < 1: a tighter draw (less noise-driven exploration)
             self.beta = self.beta + np.linalg.cholesky(cov + 1e-12 * np.eye(len(cov))) @ rng.standard_normal(len(cov))
 
     def features(self, params: dict[str, Any]) -> list[float]:

@@ -1,0 +1,92 @@
+"""CoordPolishSampler (tuner/search/coord_polish.py): failure risk near the whole config, the Thompson draw's
+scale, the budget-aware polish phase and the sweep values of numeric moves."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import optuna
+
+from tests.search.helpers import mixed_knobs
+from tuner.search.coord import CoordTPESampler, _Additive, _told
+from tuner.search.coord_polish import CoordPolishSampler
+
+CENTRE = {"c": "a", "n": 64, "f": 0.85, "p": 2, "b": True}
+
+
+def _told_study(
+    sampler: optuna.samplers.BaseSampler, rows: list[tuple[dict[str, Any], float | None]]
+) -> optuna.Study:
+    """A study told `rows` (config, objective; None: the launch failed), every finished trial SLA-feasible."""
+    study = optuna.create_study(direction="maximize", sampler=sampler)
+    for params, value in rows:
+        study.enqueue_trial(params)
+        t = study.ask()
+        mixed_knobs(t)
+        if value is None:
+            study.tell(t, state=optuna.trial.TrialState.FAIL)
+        else:
+            t.set_constraint("sla", -0.1)
+            study.tell(t, value)
+    return study
+
+
+def _rows() -> list[tuple[dict[str, Any], float | None]]:
+    """Five good trials around CENTRE with c = "a"; c = "b" seen once only, in a trial that failed for its memory
+    share (f = 0.97, with every other knob away from the centre); two more failures at f = 0.97 near the centre."""
+    return [
+        (CENTRE, 10.0),
+        ({**CENTRE, "n": 128}, 9.0),
+        ({**CENTRE, "p": 3}, 9.5),
+        ({**CENTRE, "b": False}, 9.8),
+        ({**CENTRE, "n": 32}, 8.0),
+        ({"c": "b", "n": 1024, "f": 0.97, "p": 4, "b": False}, None),
+        ({**CENTRE, "f": 0.97}, None),
+        ({**CENTRE, "f": 0.97, "p": 3}, None),
+    ]
+
+
+def _risk(sampler: CoordTPESampler, study: optuna.Study, name: str, new: Any) -> float:
+    told = [t for t in study.get_trials(deepcopy=False) if _told(t)]
+    model = _Additive(told)
+    d = told[0].distributions[name]
+    return sampler._fail_risk(model, dict(CENTRE), {**CENTRE, name: new}, name, d, CENTRE[name], new)
+
+
+def test_a_value_seen_only_in_a_trial_that_failed_elsewhere_is_not_blamed() -> None:
+    """c = "b" failed once, in a trial far from the centre: the per-value share (tpe-coord) blames it (1/2 of
+    its trials failed, against 2/8 for "a"), the risk near the whole config (width 3, as chosen) hardly at all;
+    a memory share that failed next to the centre stays risky."""
+    plain = CoordTPESampler(seed=0)
+    near = CoordPolishSampler(seed=0, near_fail=3.0)
+    study = _told_study(plain, _rows())
+    assert _risk(plain, study, "c", "b") >= 0.2
+    assert abs(_risk(near, study, "c", "b")) < 0.02
+    assert _risk(near, study, "f", 0.97) > 0.1
+
+
+def test_draw_scale_zero_is_the_posterior_mean() -> None:
+    """The Thompson draw's covariance times 0 is the mean fit; times 1 it moves the coefficients."""
+    study = _told_study(CoordTPESampler(seed=0), _rows())
+    told = [t for t in study.get_trials(deepcopy=False) if _told(t)]
+    mean = _Additive(told).beta
+    assert np.allclose(_Additive(told, rng=np.random.RandomState(1), scale=0.0).beta, mean, atol=1e-4)
+    assert not np.allclose(_Additive(told, rng=np.random.RandomState(1), scale=1.0).beta, mean, atol=1e-4)
+
+
+def test_the_last_trials_of_the_budget_are_all_moves() -> None:
+    """With no moves otherwise (move_share 0), the last `polish` launched trials of the budget are single-knob
+    moves of the incumbent, and only those; a numeric move may take a sweep point beyond the ordinary steps."""
+    sampler = CoordPolishSampler(
+        seed=3, n_startup_trials=4, move_share=0.0, budget=14, polish=5, sweep="polish"
+    )
+    study = optuna.create_study(direction="maximize", sampler=sampler)
+    for i in range(14):
+        t = study.ask()
+        p = mixed_knobs(t)
+        t.set_constraint("sla", -0.1)
+        study.tell(t, (2.0 if p["c"] == "b" else 1.0) * p["n"] ** 0.5 + 0.01 * i)
+    assert sorted(sampler.moves) == list(range(9, 14))
+    values = sampler._move_values(study.trials[0].distributions["p"], 2)
+    assert set(values) >= {1, 3, 4}  # sweep points of 1-4 (the polish is on at the end)
