@@ -81,6 +81,7 @@ class CoordTPESampler(PlannedSampler):
         self._moved_from: dict[int, Any] = {}  # trial number of a move -> the knob's value it moved from
         self._start_of: dict[int, int] = {}  # trial number of a move -> the trial it moved from
         self._start = -1  # the trial the move being planned starts from
+        self._start_params: dict[str, Any] = {}  # and its config
         self._model_now: _Additive | None = None  # the model ranking the move being planned
         self._draw_scale = 1.0  # the Thompson draw's covariance, times this (coord_polish.py varies it)
         self.conditional = conditional  # parents judged with their children (False: as chosen on seeds 0-9)
@@ -173,7 +174,7 @@ class CoordTPESampler(PlannedSampler):
         model = _Additive(told, rng=self._rng if self.thompson else None,
                           centre=start.params if self.local > 0 else None, width=self.local, scale=self._draw_scale)
         here = model.predict(start.params)
-        self._start, self._model_now = start.number, model
+        self._start, self._start_params, self._model_now = start.number, start.params, model
         flat = self._flat(trials)
         ranked: list[tuple[float, float, str, Any, dict[str, Any]]] = []
         for name, d in start.distributions.items():

@@ -83,7 +83,6 @@ class CoordPolishSampler(CoordTPESampler):
         )
         self.outside = outside  # share of FLAT_PENALTY for a numeric value outside every flat interval
         self.importance = importance  # in the polish: gain bonus per unit of the knob's predicted spread
-        self._here: dict[str, Any] = {}
         self._draw_scale = draw_scale
         self.cover = cover  # in the polish: a knob already moved from this start goes after every other knob
         # ("unflat": only its moves that changed the objective count)
@@ -134,7 +133,6 @@ class CoordPolishSampler(CoordTPESampler):
         """With `near_fail`: the failure share of the told trials weighted by exp(-distance to the whole
         config / near_fail) (one success as prior), plan less start. A value seen only in a trial that failed
         for another knob (memory 0.97 with DFlash) is not blamed as the per-value share blames it."""
-        self._here = here
         if self.near_fail <= 0:
             return super()._fail_risk(model, here, plan, name, d, old, v)
         return _near_failed(model, plan, self.near_fail) - _near_failed(model, here, self.near_fail)
@@ -153,7 +151,7 @@ class CoordPolishSampler(CoordTPESampler):
                 and (self._moved_from.get(n), new) not in flat_moves
             )
         if self.importance and self._polishing and self._model_now is not None:
-            base -= self.importance * _spread(self._model_now, self._here, name, d)
+            base -= self.importance * _spread(self._model_now, self._start_params, name, d)
         return base + self._flat_only(flat, name, d, v)
 
     def _flat_only(
