@@ -13,7 +13,7 @@ chooses only the prefill efficiency scale k (e_lin, e_attn x k), leave-one-shape
 lets each fold pick smaller terms or none (x0, x0.5, x1, x1.5 of each; LOSO as well). Same losses and splits as
 benchmarks/sim_shape_ttft.py; the rule fixed before the run is that script's.
 
-    PYTHONPATH=$PWD .venv/bin/python benchmarks/sim_admit.py [--grid]
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/sim_admit.py [--grid] [--form step]
 """
 
 from __future__ import annotations
@@ -38,18 +38,23 @@ MEASURED = (4.5, 3.0, 12.0)  # ingress ms, ingress us per prompt token, admit ms
 KS = (0.9, 1.0, 1.1, 1.2)  # prefill efficiency scale
 Key = tuple[float, float, float, float]  # ingress ms, us/token, admit ms, k
 COMMITTED: Key = (0.0, 0.0, 0.0, 1.0)
+ADMIT = {"request": "admit_cpu_s", "step": "admit_step_s"}  # --form: the admission cost per request or per step
+FORM = ["request"]
 
 
 def cal_of(base: Calibration, key: Key) -> Calibration:
     ing, tok, adm, k = key
-    return dataclasses.replace(base, ingress_s=ing * 1e-3, ingress_tok_s=tok * 1e-6, admit_cpu_s=adm * 1e-3,
-                               e_lin=base.e_lin * k, e_attn=base.e_attn * k)
+    return dataclasses.replace(base, ingress_s=ing * 1e-3, ingress_tok_s=tok * 1e-6, e_lin=base.e_lin * k,
+                               e_attn=base.e_attn * k, **{ADMIT[FORM[0]]: adm * 1e-3})
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--grid", action="store_true", help="also search the three terms (x0, x0.5, x1, x1.5 of each)")
+    ap.add_argument("--form", choices=tuple(ADMIT), default="request", help="the admission cost per admitted "
+                    "request (admit_cpu_s) or per admitting step (admit_step_s: what the burst probe shows)")
     a = ap.parse_args()
+    FORM[0] = a.form
     terms = [MEASURED]
     if a.grid:
         terms = sorted({(i * f1, t * f2, m * f3) for i, t, m in [MEASURED] for f1 in (0, 1) for f2 in (0, 1)

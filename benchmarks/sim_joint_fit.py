@@ -9,7 +9,7 @@ coordinate search; for each held-out shape the fit sees only the other four, so 
 from a fit that saw the shape. Prints the LOSO shape split, the all-shape fit's other splits, and the SLA verdicts,
 next to the committed calibration's.
 
-    PYTHONPATH=$PWD .venv/bin/python benchmarks/sim_joint_fit.py [--rounds 6] [--jobs 2]
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/sim_joint_fit.py [--rounds 6] [--jobs 2] [--form step]
 """
 
 from __future__ import annotations
@@ -34,22 +34,31 @@ from tuner.sim.reference import shape_calibration
 FREE = ("e_lin", "e_attn", "e_w", "w_floor_layer_s", "o_step_s", "ingress_per_seq_s", "prompt_defer",
         "prompt_lead_max_s", "ingress_s", "ingress_tok_s", "admit_cpu_s")
 MEASURED = {"ingress_s": 4.5e-3, "ingress_tok_s": 3e-6, "admit_cpu_s": 12e-3}
+STEP = {"admit_cpu_s": "admit_step_s"}  # --form step: the admission cost per admitting step (the burst probe)
+
+
+def _form(form: str) -> tuple[tuple[str, ...], dict[str, float]]:
+    """FREE and MEASURED with the admission cost per request (as measured alone) or per admitting step."""
+    if form == "request":
+        return FREE, MEASURED
+    return tuple(STEP.get(k, k) for k in FREE), {STEP.get(k, k): v for k, v in MEASURED.items()}
 
 
 def joint(cal: Calibration, shapes: tuple[str, ...]) -> float:
     return statistics.mean([loss(cal), *(shape_loss(cal, s) for s in shapes)])
 
 
-def fit(shapes: tuple[str, ...], rounds: int) -> tuple[Calibration, float]:
+def fit(shapes: tuple[str, ...], rounds: int, form: str = "request") -> tuple[Calibration, float]:
     """calibrate_sim.py's coordinate search on the joint loss of the 8B points and `shapes`."""
-    start = dataclasses.replace(FITTED, **MEASURED)
-    return coordinate_search(start, rounds, 1.5, FREE, loss_fn=lambda cal: joint(cal, shapes),
+    free, measured = _form(form)
+    start = dataclasses.replace(FITTED, **measured)
+    return coordinate_search(start, rounds, 1.5, free, loss_fn=lambda cal: joint(cal, shapes),
                              label=f"fit on {','.join(shapes)}")
 
 
-def _fold(args: tuple[str | None, int]) -> tuple[str | None, Calibration, float]:
-    held, rounds = args
-    cal, value = fit(tuple(s for s in SHAPES if s != held), rounds)
+def _fold(args: tuple[str | None, int, str]) -> tuple[str | None, Calibration, float]:
+    held, rounds, form = args
+    cal, value = fit(tuple(s for s in SHAPES if s != held), rounds, form)
     return held, cal, value
 
 
@@ -57,9 +66,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--jobs", type=int, default=2, help="folds fitted in parallel")
+    ap.add_argument("--form", choices=("request", "step"), default="request", help="the admission cost per "
+                    "admitted request (admit_cpu_s) or per admitting step (admit_step_s: what the burst probe shows)")
     a = ap.parse_args()
     t0 = time.time()
-    folds = [(s, a.rounds) for s in (*SHAPES, None)]
+    folds = [(s, a.rounds, a.form) for s in (*SHAPES, None)]
     with Pool(a.jobs) as pool:
         results = {held: (cal, v) for held, cal, v in pool.map(_fold, folds)}
     held_rows, committed_rows = [], []
@@ -77,7 +88,7 @@ def main() -> None:
     print_splits({**{s: results[s][0] for s in SHAPES}, "all": allfit})
     print("all-shape fit:\n" + render(allfit).split("FITTED = ")[1].split("\n)")[0] + "\n)")
     print(f"wall_s={time.time() - t0:.0f}")
-    print({s: {k: getattr(results[s][0], k) for k in FREE} for s in SHAPES})
+    print({s: {k: getattr(results[s][0], k) for k in _form(a.form)[0]} for s in SHAPES})
 
 
 if __name__ == "__main__":

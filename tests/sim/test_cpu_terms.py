@@ -88,3 +88,30 @@ def test_admit_cpu_shows_only_where_the_step_before_does_not_hide_it() -> None:
     lone_on, lone_off = (_run("qwen3-32b", [Request(0, 0.0, 16, 4)], admit_cpu_s=a)[0] for a in (12e-3, 0.0))
     assert lone_on.first_token_s is not None and lone_off.first_token_s is not None
     assert abs(lone_on.first_token_s - lone_off.first_token_s - 12e-3) < 1e-9
+
+
+def test_ingress_serves_one_request_at_a_time_in_send_order() -> None:
+    # a 2048-token prompt, then a 16-token one sent 1 us later: the API server hands the short one on only after
+    # the long one's 6.1 ms (3 us per token), as the H200 burst probe's growing client-side share shows
+    reqs = [Request(0, 0.0, 2048, 4), Request(1, 1e-6, 16, 4)]
+    long, short = _run("qwen3-1.7b", reqs, ingress_tok_s=3e-6)
+    assert long.first_token_s is not None and short.first_token_s is not None
+    assert short.first_token_s > 2048 * 3e-6 + 16 * 3e-6
+    alone = _run("qwen3-1.7b", [Request(1, 1e-6, 16, 4)], ingress_tok_s=3e-6)[0]
+    assert alone.first_token_s is not None and alone.first_token_s < 2048 * 3e-6  # alone, it would be done by then
+
+
+def test_admit_step_is_paid_once_per_admitting_step_admit_cpu_per_request() -> None:
+    def stall(burst: int, **kw: float) -> float:
+        bg = Request(0, 0.0, 16, 150)
+        t = _run("qwen3-1.7b", [bg], **PLAIN)[0].token_times[29]  # the probe goes out at the 30th token
+        recs = _run("qwen3-1.7b", [bg] + [Request(1 + k, t, 16, 8) for k in range(burst)], **PLAIN, **kw)
+        return max(_gaps(recs[0]))
+
+    base1, base8 = stall(1), stall(8)
+    step1, step8 = stall(1, admit_step_s=12e-3), stall(8, admit_step_s=12e-3)
+    per1, per8 = stall(1, admit_cpu_s=12e-3), stall(8, admit_cpu_s=12e-3)
+    assert abs(step1 - per1) < 1e-9  # one new request: the two forms agree
+    # eight sent at once are admitted in one step: per step, the same 12 ms as one; per request, 8 x 12 ms
+    assert abs((step8 - base8) - (step1 - base1)) < 1e-5  # (eight prompts in one step: microseconds more)
+    assert abs((per8 - base8) - (step8 - base8) - 7 * 12e-3) < 1e-5

@@ -120,7 +120,8 @@ class SimulatedEngine:
             sched.lead_tok = self.cal.prompt_lead_tok_s
             sched.defer_max = self.cal.prompt_defer_max_s or math.inf
             sched.cpu_tok = self.cal.prompt_cpu_tok_s
-            sched.admit_cpu = self.cal.admit_cpu_s
+            sched.admit_cpu, sched.admit_step = self.cal.admit_cpu_s, self.cal.admit_step_s
+            sched.admit_on = bool(self.cal.admit_cpu_s or self.cal.admit_step_s)
         else:
             sched = SGLangScheduler(self.cost, self.cfg, self.kv_capacity_tokens, self.cal.frontend_s)
         sched.macro = self.macro_steps
@@ -190,6 +191,7 @@ class SimulatedEngine:
         per_seq = self.cal.ingress_per_seq_s
         rho_max = self.cal.ingress_rho_max  # the API server's busy share stretches that wait (0 = off)
         fixed_in, tok_in = self.cal.ingress_s, self.cal.ingress_tok_s  # per request and prompt token (0 = off)
+        api_free = -math.inf  # when the API server is done with the last request it handed on (ingress_s, ingress_tok_s)
         # vLLM async scheduling (and SGLang's overlap scheduler): the step starting now was scheduled when the last one started, so a request
         # that reached the engine during the last step waits one more step
         ahead = (bool(self.cal.sched_ahead) and self.flavour == "vllm") or self.sglang_overlap
@@ -214,8 +216,8 @@ class SimulatedEngine:
                     t_in = t_send + wait
                 else:
                     t_in = t_send
-                if (fixed_in or tok_in) and not bad:
-                    t_in += fixed_in + tok_in * seqs[i].inp
+                if (fixed_in or tok_in) and not bad:  # one request at a time, in send order
+                    t_in = (t_in if t_in > api_free else api_free) + fixed_in + tok_in * seqs[i].inp
                 if t_in > now:
                     next_arr = t_in
                     break
@@ -223,6 +225,8 @@ class SimulatedEngine:
                     next_arr = t_in  # the step starting now was scheduled before it came: one more step
                     break
                 pending.pop()
+                if (fixed_in or tok_in) and not bad:
+                    api_free = t_in
                 s = seqs[i]
                 s.arrival = t_send
                 sent[i] = True

@@ -54,9 +54,10 @@ class Calibration:
     # whose GPU prefill takes ~10 and ~20 ms; benchmarks/sim_shape_cpu.py)
     prompt_cpu_tok_s: float = 0.0
     # the API server's time for one request before the engine sees it (HTTP, tokenising, the hop to the engine
-    # core): fixed + per prompt token (0 = off). Measured on the H200, idle, one request at a time: client TTFT less
-    # the engine's queue and prefill times is ~4.5 ms + ~3 us per prompt token on every shape
-    # (benchmarks/ttft_breakdown.py; it also holds the first token's way back)
+    # core): fixed + per prompt token (0 = off), served one request at a time in send order. Measured on the H200,
+    # idle, one request at a time: client TTFT less the engine's queue and prefill times is ~4.5 ms + ~3 us per
+    # prompt token on every shape (benchmarks/ttft_breakdown.py; it also holds the first token's way back); in a
+    # burst of 8 the median request's share grows to 14-28 ms (--burst): the requests queue for it
     ingress_s: float = 0.0
     ingress_tok_s: float = 0.0
     # vLLM: the engine core's CPU work for each request it admits (0 = off): it runs while the GPU works on the step
@@ -65,6 +66,9 @@ class Calibration:
     # 16-token prompt stalls it by ~10, 9, 7 and 0.7 ms on Qwen3-1.7B, -4B, -8B, -32B (steps of 2, 3.6, 5.2, 19 ms):
     # ~12 ms less the step; a 2048-token prompt by that plus its prefill
     admit_cpu_s: float = 0.0
+    # vLLM: the same, once per step that admits any new request (0 = off); the two add. A burst of 8 new 16-token
+    # prompts stalls a running decode by ~9-27 ms on 1.7B-14B, not 8 x 12 (ttft_breakdown.py --burst): per step
+    admit_step_s: float = 0.0
     allreduce_lat_s: float = 8e-6  # per all-reduce latency (TP > 1)
     e_link: float = 0.7  # interconnect efficiency
     # FP8 (levers): effective speed-up over BF16 of the linear layers with FP8 weights and of attention

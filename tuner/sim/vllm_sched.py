@@ -43,6 +43,8 @@ class VLLMScheduler(Core):
         self.defer_max = math.inf  # Calibration.prompt_defer_max_s (0 there = no limit; set by the engine)
         self.cpu_tok = 0.0  # Calibration.prompt_cpu_tok_s (0 = off; set by the engine)
         self.admit_cpu = 0.0  # Calibration.admit_cpu_s (0 = off; set by the engine)
+        self.admit_step = 0.0  # Calibration.admit_step_s (0 = off; set by the engine)
+        self.admit_on = False  # either is set
         self.lagged: list[Seq] = []  # prompts completed last step: first token at this step's end
         self.width = cost.width
         # set by SimulatedEngine._run: async scheduling on (Calibration.sched_ahead) and the run's time limit
@@ -66,10 +68,10 @@ class VLLMScheduler(Core):
         return floor if floor > dur else dur
 
     def _admit_late(self, admitted: int) -> float:
-        """How much later a step that admits `admitted` new requests ends: their CPU work (`admit_cpu_s` each) runs
-        while the GPU works on the step before (async scheduling), so only what outlasts that step shows; after an
-        idle engine, all of it."""
-        late = self.admit_cpu * admitted - (0.0 if self.idle else self.now - self.last_start)
+        """How much later a step that admits `admitted` new requests ends: their CPU work (`admit_step_s` for the
+        step + `admit_cpu_s` each) runs while the GPU works on the step before (async scheduling), so only what
+        outlasts that step shows; after an idle engine, all of it."""
+        late = self.admit_step + self.admit_cpu * admitted - (0.0 if self.idle else self.now - self.last_start)
         return late if late > 0.0 else 0.0
 
     def _newest(self) -> Seq:
@@ -233,7 +235,7 @@ class VLLMScheduler(Core):
             dur = cost_step(tokens, logits, pairs, kv, tokens <= graph_max)
             if self.cpu_tok and chunks:
                 dur = self._cpu_floor(dur, n, ctx, tokens - n)
-            if admitted and self.admit_cpu:
+            if admitted and self.admit_on:
                 dur += self._admit_late(admitted)
             if self.defer:
                 extra = 0.0
@@ -252,7 +254,7 @@ class VLLMScheduler(Core):
                 dur = cost_step(tokens, logits, pairs, kv, tokens <= graph_max, **spec)
             if self.cpu_tok and chunks:
                 dur = self._cpu_floor(dur, n, ctx, tokens - n, spec)
-            if admitted and self.admit_cpu:
+            if admitted and self.admit_on:
                 dur += self._admit_late(admitted)
             if self.defer:
                 extra = 0.0
@@ -320,7 +322,7 @@ class VLLMScheduler(Core):
         dur = cost_step(tokens, n + 1, ctx + c * (L + (c + 1) * 0.5), ctx + (L + c), tokens <= graph_max)
         if self.cpu_tok:
             dur = self._cpu_floor(dur, n, ctx, c)
-        if self.admit_cpu:
+        if self.admit_on:
             dur += self._admit_late(1)
         defer = self.defer
         if defer:
