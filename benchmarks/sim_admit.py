@@ -45,7 +45,7 @@ FORM = ["request"]
 def cal_of(base: Calibration, key: Key) -> Calibration:
     ing, tok, adm, k = key
     return dataclasses.replace(base, ingress_s=ing * 1e-3, ingress_tok_s=tok * 1e-6, e_lin=base.e_lin * k,
-                               e_attn=base.e_attn * k, **{ADMIT[FORM[0]]: adm * 1e-3})
+                               e_attn=base.e_attn * k, **{ADMIT[FORM[0]]: adm * 1e-3})  # type: ignore[arg-type]
 
 
 def main() -> None:

@@ -51,7 +51,7 @@ def joint(cal: Calibration, shapes: tuple[str, ...]) -> float:
 def fit(shapes: tuple[str, ...], rounds: int, form: str = "request") -> tuple[Calibration, float]:
     """calibrate_sim.py's coordinate search on the joint loss of the 8B points and `shapes`."""
     free, measured = _form(form)
-    start = dataclasses.replace(FITTED, **measured)
+    start = dataclasses.replace(FITTED, **measured)  # type: ignore[arg-type]
     return coordinate_search(start, rounds, 1.5, free, loss_fn=lambda cal: joint(cal, shapes),
                              label=f"fit on {','.join(shapes)}")
 
