@@ -207,17 +207,20 @@ class SimulatedEngine:
                 t_send, i = pending[-1]
                 t_send, i = -t_send, -i
                 bad = bad_len[i]
+                stretch = 1.0
                 if per_seq and not bad:
                     wait = per_seq * len(running)
                     if rho_max and wait:
                         step = now - sched.last_start
                         rho = wait / step if step > 0.0 else rho_max
-                        wait /= 1.0 - (rho if rho < rho_max else rho_max)
+                        stretch = 1.0 / (1.0 - (rho if rho < rho_max else rho_max))
+                        wait *= stretch
                     t_in = t_send + wait
                 else:
                     t_in = t_send
-                if (fixed_in or tok_in) and not bad:  # one request at a time, in send order
-                    t_in = (t_in if t_in > api_free else api_free) + fixed_in + tok_in * seqs[i].inp
+                if (fixed_in or tok_in) and not bad:  # one request at a time, in send order, on the CPU left over
+                    service = (fixed_in + tok_in * seqs[i].inp) * stretch  # from streaming (rho)
+                    t_in = (t_in if t_in > api_free else api_free) + service
                 if t_in > now:
                     next_arr = t_in
                     break

@@ -26,7 +26,8 @@ class Calibration:
     ingress_per_seq_s: float = 0.0
     # the API server as a shared CPU (0 = off): it is busy rho = ingress_per_seq_s x (sequences running) / (the last
     # step's length) of the time streaming tokens, so a new prompt's ingress stretches by 1 / (1 - rho), rho capped at
-    # this value (a small model's short steps keep the API server busier: Qwen3-1.7B at 16 req/s, rho ~0.8)
+    # this value (a small model's short steps keep the API server busier: Qwen3-1.7B at 16 req/s, rho ~0.8); with
+    # ingress_s / ingress_tok_s on, their FIFO service stretches by the same factor (the CPU streaming leaves over)
     ingress_rho_max: float = 0.0
     # FLOP-bound kernels slow down by this factor at sustained full compute (the GPU's clock under its power
     # limit), less in proportion to a moving average of the compute-bound share of time; 0 = never
