@@ -9,7 +9,7 @@ coordinate search; for each held-out shape the fit sees only the other four, so 
 from a fit that saw the shape. Prints the LOSO shape split, the all-shape fit's other splits, and the SLA verdicts,
 next to the committed calibration's.
 
-    PYTHONPATH=$PWD .venv/bin/python benchmarks/sim_joint_fit.py [--rounds 6] [--jobs 2] [--form step] [--rho 0.8]
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/sim_joint_fit.py [--rounds 6] [--jobs 2] [--form step] [--rho 0.8] [--stream 8e-5]
 """
 
 from __future__ import annotations
@@ -37,14 +37,16 @@ MEASURED = {"ingress_s": 4.5e-3, "ingress_tok_s": 3e-6, "admit_cpu_s": 12e-3}
 STEP = {"admit_cpu_s": "admit_step_s"}  # --form step: the admission cost per admitting step (the burst probe)
 
 
-def _form(form: str, rho: float = 0.0) -> tuple[tuple[str, ...], dict[str, float]]:
+def _form(form: str, rho: float = 0.0, stream: float = 0.0) -> tuple[tuple[str, ...], dict[str, float]]:
     """FREE and MEASURED with the admission cost per request (as measured alone) or per admitting step, and with
-    the API server's busy share (`ingress_rho_max`, started at `rho`) free when rho > 0."""
+    the API server's busy share (`ingress_rho_max`, started at `rho`) and its CPU per streamed token
+    (`stream_tok_s`, started at `stream`) free when > 0."""
     free, measured = FREE, dict(MEASURED)
     if form == "step":
         free, measured = tuple(STEP.get(k, k) for k in FREE), {STEP.get(k, k): v for k, v in MEASURED.items()}
-    if rho:
-        free, measured = (*free, "ingress_rho_max"), {**measured, "ingress_rho_max": rho}
+    for key, start in (("ingress_rho_max", rho), ("stream_tok_s", stream)):
+        if start:
+            free, measured = (*free, key), {**measured, key: start}
     return free, measured
 
 
@@ -52,17 +54,18 @@ def joint(cal: Calibration, shapes: tuple[str, ...]) -> float:
     return statistics.mean([loss(cal), *(shape_loss(cal, s) for s in shapes)])
 
 
-def fit(shapes: tuple[str, ...], rounds: int, form: str = "request", rho: float = 0.0) -> tuple[Calibration, float]:
+def fit(shapes: tuple[str, ...], rounds: int, form: str = "request", rho: float = 0.0,
+        stream: float = 0.0) -> tuple[Calibration, float]:
     """calibrate_sim.py's coordinate search on the joint loss of the 8B points and `shapes`."""
-    free, measured = _form(form, rho)
+    free, measured = _form(form, rho, stream)
     start = dataclasses.replace(FITTED, **measured)  # type: ignore[arg-type]
     return coordinate_search(start, rounds, 1.5, free, loss_fn=lambda cal: joint(cal, shapes),
                              label=f"fit on {','.join(shapes)}")
 
 
-def _fold(args: tuple[str | None, int, str, float]) -> tuple[str | None, Calibration, float]:
-    held, rounds, form, rho = args
-    cal, value = fit(tuple(s for s in SHAPES if s != held), rounds, form, rho)
+def _fold(args: tuple[str | None, int, str, float, float]) -> tuple[str | None, Calibration, float]:
+    held, rounds, form, rho, stream = args
+    cal, value = fit(tuple(s for s in SHAPES if s != held), rounds, form, rho, stream)
     return held, cal, value
 
 
@@ -74,9 +77,11 @@ def main() -> None:
                     "admitted request (admit_cpu_s) or per admitting step (admit_step_s: what the burst probe shows)")
     ap.add_argument("--rho", type=float, default=0.0, help="> 0: fit ingress_rho_max too, from this start (the API "
                     "server's busy share from streaming stretches the ingress wait and service)")
+    ap.add_argument("--stream", type=float, default=0.0, help="> 0: fit stream_tok_s too, from this start (s per "
+                    "streamed token of API-server CPU)")
     a = ap.parse_args()
     t0 = time.time()
-    folds = [(s, a.rounds, a.form, a.rho) for s in (*SHAPES, None)]
+    folds = [(s, a.rounds, a.form, a.rho, a.stream) for s in (*SHAPES, None)]
     with Pool(a.jobs) as pool:
         results = {held: (cal, v) for held, cal, v in pool.map(_fold, folds)}
     held_rows, committed_rows = [], []
@@ -94,7 +99,7 @@ def main() -> None:
     print_splits({**{s: results[s][0] for s in SHAPES}, "all": allfit})
     print("all-shape fit:\n" + render(allfit).split("FITTED = ")[1].split("\n)")[0] + "\n)")
     print(f"wall_s={time.time() - t0:.0f}")
-    print({s: {k: getattr(results[s][0], k) for k in _form(a.form, a.rho)[0]} for s in SHAPES})
+    print({s: {k: getattr(results[s][0], k) for k in _form(a.form, a.rho, a.stream)[0]} for s in SHAPES})
 
 
 if __name__ == "__main__":

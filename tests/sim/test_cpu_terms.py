@@ -115,3 +115,22 @@ def test_admit_step_is_paid_once_per_admitting_step_admit_cpu_per_request() -> N
     # eight sent at once are admitted in one step: per step, the same 12 ms as one; per request, 8 x 12 ms
     assert abs((step8 - base8) - (step1 - base1)) < 1e-5  # (eight prompts in one step: microseconds more)
     assert abs((per8 - base8) - (step8 - base8) - 7 * 12e-3) < 1e-5
+
+
+def test_stream_tok_delays_tokens_by_the_api_servers_backlog() -> None:
+    reqs = [Request(i, 0.0, 64, 40) for i in range(100)]  # 100 streams, steps of a few ms
+    off = _run("qwen3-1.7b", reqs)
+    light = _run("qwen3-1.7b", reqs, stream_tok_s=1e-6)  # 100 us of work per step: no backlog builds
+    heavy = _run("qwen3-1.7b", reqs, stream_tok_s=200e-6)  # 20 ms per step, longer than the step: it grows
+    for a, b, c in zip(off, light, heavy, strict=True):
+        assert list(b.token_times) == sorted(b.token_times) and list(c.token_times) == sorted(c.token_times)
+        assert b.first_token_s == b.token_times[0] and c.done_s == c.token_times[-1]
+        shift = [y - x for x, y in zip(a.token_times, b.token_times, strict=True)]
+        assert min(shift) >= 0.0 and max(shift) <= 100e-6 + 1e-9  # at most one step's work late
+    step = off[0].token_times[-1] - off[0].token_times[-2]
+    assert step < 20e-3  # the engine's step is shorter than the server's 20 ms per step
+    # saturated: the server sends a step's tokens every 20 ms, so the last token leaves ~40 x (20 ms - step) late
+    late = heavy[-1].token_times[-1] - off[-1].token_times[-1]
+    assert late > 30 * (20e-3 - step)
+    gaps = [y - x for x, y in zip(heavy[0].token_times[5:], heavy[0].token_times[6:], strict=False)]
+    assert min(gaps) > 19e-3  # in the backlog a stream gets a token per 20 ms of the server's work

@@ -11,6 +11,7 @@ from typing import Any
 
 from tuner.common.errors import EngineStartError
 from tuner.load.records import Request, RequestRecord
+from tuner.sim.api_server import stream_late
 from tuner.sim.calibration import FITTED, SGLANG_FITTED
 from tuner.sim.catalog import get_gpu, get_shape
 from tuner.sim.core import DONE, Core, Seq
@@ -273,6 +274,8 @@ class SimulatedEngine:
                                              times, s.out, None, s.preempt, r.warmup))
                     continue
             out.append(record(sched, r, s, sent[i], errors.get(i), t_stop))
+        if self.cal.stream_tok_s:  # the API server streams them (vLLM; off in the committed fit)
+            stream_late(out, self.cal.stream_tok_s)
         return out
 
     def _record(self, sched: Core, r: Any, s: Seq, sent: bool, error: str | None,

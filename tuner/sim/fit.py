@@ -29,6 +29,9 @@ class Calibration:
     # this value (a small model's short steps keep the API server busier: Qwen3-1.7B at 16 req/s, rho ~0.8); with
     # ingress_s / ingress_tok_s on, their FIFO service stretches by the same factor (the CPU streaming leaves over)
     ingress_rho_max: float = 0.0
+    # the API server's CPU per streamed token (0 = off): tokens leave when one server has worked through every
+    # step's tokens before them (tuner/sim/api_server.py); ~100 us measured (Qwen3-1.7B, 24 req/s: one full core)
+    stream_tok_s: float = 0.0
     # FLOP-bound kernels slow down by this factor at sustained full compute (the GPU's clock under its power
     # limit), less in proportion to a moving average of the compute-bound share of time; 0 = never
     heat_slowdown: float = 0.0
