@@ -1,7 +1,11 @@
 #!/usr/bin/env python3
 """DEVICE. Every 0.5 s, CPU ticks (utime+stime) of every thread of every python/vllm process: one JSON line per sample.
 usage: cpu_sampler.py OUTFILE SECONDS"""
-import json, os, sys, time
+import json
+import os
+import sys
+import time
+
 out, dur = sys.argv[1], float(sys.argv[2])
 hz = os.sysconf("SC_CLK_TCK")
 t_end = time.time() + dur
