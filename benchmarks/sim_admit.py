@@ -39,13 +39,13 @@ KS = (0.9, 1.0, 1.1, 1.2)  # prefill efficiency scale
 Key = tuple[float, float, float, float]  # ingress ms, us/token, admit ms, k
 COMMITTED: Key = (0.0, 0.0, 0.0, 1.0)
 ADMIT = {"request": "admit_cpu_s", "step": "admit_step_s"}  # --form: the admission cost per request or per step
-FORM = ["request"]
 
 
-def cal_of(base: Calibration, key: Key) -> Calibration:
+def cal_of(base: Calibration, key: Key, admit: str = ADMIT["request"]) -> Calibration:
+    """`base` with the key's terms; the admit figure goes to the field `admit` names."""
     ing, tok, adm, k = key
     return dataclasses.replace(base, ingress_s=ing * 1e-3, ingress_tok_s=tok * 1e-6, e_lin=base.e_lin * k,
-                               e_attn=base.e_attn * k, **{ADMIT[FORM[0]]: adm * 1e-3})  # type: ignore[arg-type]
+                               e_attn=base.e_attn * k, **{admit: adm * 1e-3})  # type: ignore[arg-type]
 
 
 def main() -> None:
@@ -54,7 +54,7 @@ def main() -> None:
     ap.add_argument("--form", choices=tuple(ADMIT), default="request", help="the admission cost per admitted "
                     "request (admit_cpu_s) or per admitting step (admit_step_s: what the burst probe shows)")
     a = ap.parse_args()
-    FORM[0] = a.form
+    admit = ADMIT[a.form]
     terms = [MEASURED]
     if a.grid:
         terms = sorted({(i * f1, t * f2, m * f3) for i, t, m in [MEASURED] for f1 in (0, 1) for f2 in (0, 1)
@@ -67,7 +67,7 @@ def main() -> None:
         print(f"grid on base {name}:", flush=True)
         losses[name] = {}
         for key in grid:
-            cal = cal_of(base, key)
+            cal = cal_of(base, key, admit)
             losses[name][key] = {FIT8: loss(cal), **{s: shape_loss(cal, s) for s in SHAPES}}
             print(f"  ingress={key[0]:g} ms + {key[1]:g} us/tok admit={key[2]:g} ms k={key[3]:g} "
                   + " ".join(f"{s}={v:.5f}" for s, v in losses[name][key].items()), flush=True)
@@ -78,7 +78,7 @@ def main() -> None:
         name = held if held in bases else "all"
         fit_on = (FIT8, *(s for s in SHAPES if s != held))
         key = min(pickable, key=lambda g: statistics.mean(losses[name][g][s] for s in fit_on))
-        fits[held] = cal_of(bases[name], key)
+        fits[held] = cal_of(bases[name], key, admit)
         rows = errs(fits[held], shape_points(held))
         held_rows += rows
         print(f"LOSO held out {held}: {key} -> {medians(rows)}")
@@ -86,7 +86,7 @@ def main() -> None:
     committed = [r for s in SHAPES for r in errs(base_for(s), shape_points(s))]
     print(f"split=shape points={len(committed)} committed: {medians(committed)}")
     key = min(pickable, key=lambda g: statistics.mean(losses["all"][g][s] for s in (FIT8, *SHAPES)))
-    fits["all"] = cal_of(FITTED, key)
+    fits["all"] = cal_of(FITTED, key, admit)
     print(f"fit on all five shapes: {key}, 8b loss {losses['all'][key][FIT8]:.5f} "
           f"(committed {losses['all'][COMMITTED][FIT8]:.5f})")
     print_splits(fits)

@@ -31,7 +31,15 @@ from optuna.study import Study
 from optuna.trial import TrialState
 
 from tuner.search.attrs import A_DUPLICATE, A_REJECTED
-from tuner.search.coord import FLAT_PENALTY, CoordTPESampler, _Additive, _from_unit, _neighbours, _told
+from tuner.search.coord import (
+    FLAT_PENALTY,
+    CoordTPESampler,
+    _Additive,
+    _candidates,
+    _from_unit,
+    _neighbours,
+    _told,
+)
 from tuner.search.planned import to_unit
 
 COVER = (
@@ -202,8 +210,6 @@ def _near_failed(model: _Additive, params: dict[str, Any], width: float) -> floa
 def _spread(model: _Additive, here: dict[str, Any], name: str, d: BaseDistribution) -> float:
     """How much the model's prediction moves over the knob's values next to `here` (max - min, log objective):
     a knob that matters gets its moves first in the polish."""
-    from tuner.search.coord import _candidates
-
     if name not in here:
         return 0.0
     preds = [model.predict({**here, name: c}) for c in _candidates(model, name, d)]

@@ -192,6 +192,7 @@ class SimulatedEngine:
         per_seq = self.cal.ingress_per_seq_s
         rho_max = self.cal.ingress_rho_max  # the API server's busy share stretches that wait (0 = off)
         fixed_in, tok_in = self.cal.ingress_s, self.cal.ingress_tok_s  # per request and prompt token (0 = off)
+        fifo_in = bool(fixed_in or tok_in)  # the API server takes requests in one at a time
         api_free = -math.inf  # when the API server is done with the last request it handed on (ingress_s, ingress_tok_s)
         # vLLM async scheduling (and SGLang's overlap scheduler): the step starting now was scheduled when the last one started, so a request
         # that reached the engine during the last step waits one more step
@@ -219,7 +220,7 @@ class SimulatedEngine:
                     t_in = t_send + wait
                 else:
                     t_in = t_send
-                if (fixed_in or tok_in) and not bad:  # one request at a time, in send order, on the CPU left over
+                if fifo_in and not bad:  # one request at a time, in send order, on the CPU left over
                     service = (fixed_in + tok_in * seqs[i].inp) * stretch  # from streaming (rho)
                     t_in = (t_in if t_in > api_free else api_free) + service
                 if t_in > now:
@@ -229,7 +230,7 @@ class SimulatedEngine:
                     next_arr = t_in  # the step starting now was scheduled before it came: one more step
                     break
                 pending.pop()
-                if (fixed_in or tok_in) and not bad:
+                if fifo_in and not bad:
                     api_free = t_in
                 s = seqs[i]
                 s.arrival = t_send
