@@ -3,6 +3,7 @@ scale, the budget-aware polish phase and the sweep values of numeric moves."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -90,3 +91,45 @@ def test_the_last_trials_of_the_budget_are_all_moves() -> None:
     assert sorted(sampler.moves) == list(range(9, 14))
     values = sampler._move_values(study.trials[0].distributions["p"], 2)
     assert set(values) >= {1, 3, 4}  # sweep points of 1-4 (the polish is on at the end)
+
+
+def test_ties_of_told_trials_mark_the_categoricals_they_differ_in_flat() -> None:
+    """Two told trials that tie within 1 % and differ only in `b` (and a numeric step under 1/8 of its range)
+    mark `b` flat with `pair_flat`, without any move of it; a tie that differs in more knobs than `pair_flat`,
+    or a pair 5 % apart, marks nothing; `pair_flat` 0 (tpe-coord-nf) marks nothing either."""
+    rows: list[tuple[dict[str, Any], float | None]] = [
+        (CENTRE, 10.0),
+        ({**CENTRE, "b": False, "f": 0.86}, 10.02),  # tie: b (and f by 1/17 of its range)
+        ({**CENTRE, "c": "b"}, 9.5),  # 5 % apart: c matters
+        ({**CENTRE, "c": "c", "n": 512, "p": 4}, 10.0),  # tie, but 3 knobs differ
+    ]
+    paired = CoordPolishSampler(seed=0, pair_flat=2)
+    study = _told_study(paired, rows)
+    trials = study.get_trials(deepcopy=False)
+    assert set(paired._flat(trials)) == {"b"}
+    assert set(CoordPolishSampler(seed=0, pair_flat=3)._flat(trials)) == {"b", "c"}
+    assert CoordPolishSampler(seed=0)._flat(trials) == {}
+
+
+def test_a_knob_flat_from_a_tie_is_moved_last() -> None:
+    """The incumbent ties with a trial that differs in `b` and a step of `n`: with `pair_flat` (tpe-coord-pf)
+    `b`'s move comes after every other single-knob move of the incumbent; without it, within the first four."""
+    rows: list[tuple[dict[str, Any], float | None]] = [
+        (CENTRE, 10.0),
+        ({**CENTRE, "b": False, "n": 128}, 10.0),
+        ({**CENTRE, "c": "b", "n": 128, "p": 3}, 6.0),
+        ({**CENTRE, "c": "c", "n": 32, "f": 0.9}, 7.0),
+    ]
+    for pair_flat, first, last in ((4, 12, 12), (0, 0, 3)):
+        for seed in range(5):
+            sampler = CoordPolishSampler.chosen(seed=seed, pair_flat=pair_flat)
+            study = _told_study(sampler, rows)
+            order = []
+            for k in range(1000, 1030):  # plans only (kept as planned, so each move is planned once)
+                plan = sampler._best_move(study, SimpleNamespace(number=k))  # type: ignore[arg-type]
+                if plan is None:
+                    break
+                sampler._plans[k] = plan
+                order.append(sampler.moves[k][0])
+            assert len(order) == 13
+            assert first <= order.index("b") <= last, (pair_flat, seed, order)

@@ -196,7 +196,7 @@ class CoordTPESampler(PlannedSampler):
                 if _key(plan) in seen:
                     continue
                 old = start.params[name]
-                gain = (model.predict(plan) - here + extra
+                gain = (self._predicted(model, start.params, plan, name, d, v) - here + extra
                         + BONUS * (model.rarity(name, d, v) - model.rarity(name, d, old))
                         - FAIL_WEIGHT * self._fail_risk(model, start.params, plan, name, d, old, v))
                 if sweep is not None:  # a child sweep: the residuals near the value count, as when it was set
@@ -248,6 +248,11 @@ class CoordTPESampler(PlannedSampler):
     def _move_due(self, study: Study) -> bool:
         """Whether the next guided trial must be a move whatever `move_share` says (never, here)."""
         return False
+
+    def _predicted(self, model: _Additive, here: dict[str, Any], plan: dict[str, Any], name: str,
+                   d: BaseDistribution, v: Any) -> float:
+        """The model's log objective at the planned config (the move from `here` sets `name` to `v`)."""
+        return model.predict(plan)
 
     def _move_values(self, d: BaseDistribution, v: Any) -> list[Any]:
         """The values a single-knob move of a knob at `v` may take."""

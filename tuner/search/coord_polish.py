@@ -14,6 +14,11 @@ failure share and never moved to again; moves went to knobs whose one-hot coeffi
 - **Polish** (`polish`, with the study's `budget`): the last `polish` launched trials are all moves.
 - **Sweep values** (`sweep`): a numeric move may also go to 9 evenly spaced points of the range.
 - **Flat by interval** (`flat_interval`): a flat numeric move marks only the values between its ends.
+- **Flat from ties** (`pair_flat` > 0, search34): two told trials that tie within FLAT and differ in at most
+  `pair_flat` knobs mark the categoricals they differ in flat, as a flat move would (traced misses spent a
+  quarter of their moves on stream interval, block size, policy and prefix caching, which do nothing there).
+- **Unsupported values** (`unsupported` > 0, tried in search34, not kept): a categorical move to a value no
+  SLA-feasible told trial holds near the start is predicted no worse than the start.
 
 Chosen on the benchmark's seeds 0-29 (docs/search.md, "Near failures and a tighter draw"): near_fail 3,
 draw_scale 0.25, no polish, no sweep values, flat by knob (`tpe-coord-nf`); the polish, sweep and interval
@@ -28,10 +33,11 @@ from typing import Any
 
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.study import Study
-from optuna.trial import TrialState
+from optuna.trial import FrozenTrial, TrialState
 
 from tuner.search.attrs import A_DUPLICATE, A_REJECTED
 from tuner.search.coord import (
+    FLAT,
     FLAT_PENALTY,
     CoordTPESampler,
     _Additive,
@@ -40,7 +46,7 @@ from tuner.search.coord import (
     _neighbours,
     _told,
 )
-from tuner.search.planned import to_unit
+from tuner.search.planned import sla_feasible, to_unit
 
 COVER = (
     10.0  # polish with `cover`: penalty per earlier move of the knob from the same start (beyond any gain)
@@ -49,6 +55,9 @@ SWEEP_POINTS = 9  # evenly spaced values of a numeric range a move may take (wit
 
 
 NEAR_FAIL = 3.0  # width (knobs of difference) of the failure-risk kernel: chosen on seeds 0-29
+PAIR_FLAT = (
+    4  # `tpe-coord-pf`: ties of told trials differing in <= this many knobs mark categoricals flat (search34)
+)
 DRAW_SCALE = 0.25  # Thompson covariance factor: chosen on seeds 0-29
 
 
@@ -58,9 +67,13 @@ class CoordPolishSampler(CoordTPESampler):
     points only) or "none"; `cover`: in the polish a knob moved from this start goes after the others."""
 
     @classmethod
-    def chosen(cls, *, seed: int | None = None, n_startup_trials: int = 6) -> CoordPolishSampler:
-        """Near failures (width NEAR_FAIL) and the tighter draw (DRAW_SCALE); no polish, sweep or interval."""
+    def chosen(
+        cls, *, seed: int | None = None, n_startup_trials: int = 6, pair_flat: int = 0
+    ) -> CoordPolishSampler:
+        """Near failures (width NEAR_FAIL) and the tighter draw (DRAW_SCALE); no polish, sweep or interval.
+        `pair_flat=PAIR_FLAT` is the benchmark's `tpe-coord-pf` (ties of told trials mark flat knobs)."""
         return cls(
+            pair_flat=pair_flat,
             seed=seed,
             n_startup_trials=n_startup_trials,
             polish=0,
@@ -82,6 +95,8 @@ class CoordPolishSampler(CoordTPESampler):
         outside: float = 0.5,
         importance: float = 0.0,
         draw_scale: float = 1.0,
+        pair_flat: int = 0,
+        unsupported: float = 0.0,
         **kw: Any,
     ) -> None:
         super().__init__(**kw)
@@ -95,6 +110,10 @@ class CoordPolishSampler(CoordTPESampler):
         self.cover = cover  # in the polish: a knob already moved from this start goes after every other knob
         # ("unflat": only its moves that changed the objective count)
         self._polishing = False
+        self.pair_flat = pair_flat  # > 0: two told trials that tie and differ in <= this many knobs mark
+        # their differing categoricals flat (free evidence from the TPE draws; `_pair_flat`)
+        self.unsupported = unsupported  # > 0: a categorical move to a value no SLA-feasible told trial holds
+        # within this distance of the start is predicted no worse than the start (`_predicted`)
 
     def _move_due(self, study: Study) -> bool:
         if not self.budget or self.polish <= 0:
@@ -145,6 +164,36 @@ class CoordPolishSampler(CoordTPESampler):
             return super()._fail_risk(model, here, plan, name, d, old, v)
         return _near_failed(model, plan, self.near_fail) - _near_failed(model, here, self.near_fail)
 
+    def _predicted(
+        self,
+        model: _Additive,
+        here: dict[str, Any],
+        plan: dict[str, Any],
+        name: str,
+        d: BaseDistribution,
+        v: Any,
+    ) -> float:
+        """With `unsupported`: no worse than `here` for a categorical value never seen near `here`. Why: the
+        additive fit splits credit between levers that were always tried together (every good trial had DFlash
+        and KV cache auto), so the untried "KV cache FP8 under DFlash" read as a loss and was never moved to."""
+        pred = model.predict(plan)
+        if self.unsupported <= 0 or not isinstance(d, CategoricalDistribution):
+            return pred
+        rest = {k: x for k, x in here.items() if k != name}
+        for t in model.ok:
+            if t.params.get(name) == v:
+                other = {k: x for k, x in t.params.items() if k != name}
+                if _distance(model.dists, rest, other) <= self.unsupported:
+                    return pred
+        return max(pred, model.predict(here))
+
+    def _flat(self, trials: list[FrozenTrial]) -> dict[str, list[tuple[Any, Any]]]:
+        out = super()._flat(trials)
+        if self.pair_flat > 0:
+            for name, moves in _pair_flat([t for t in trials if _told(t)], self.pair_flat).items():
+                out.setdefault(name, []).extend(moves)
+        return out
+
     def _flat_penalty(
         self, flat: dict[str, list[tuple[Any, Any]]], name: str, d: BaseDistribution, old: Any, v: Any
     ) -> float:
@@ -179,6 +228,36 @@ class CoordPolishSampler(CoordTPESampler):
             if lo - 1e-9 <= u <= hi + 1e-9:
                 return FLAT_PENALTY
         return FLAT_PENALTY * self.outside
+
+
+def _pair_flat(told: list[FrozenTrial], most: int) -> dict[str, list[tuple[Any, Any]]]:
+    """Categorical knobs that two SLA-feasible told trials within FLAT of each other differ in, when they differ
+    in at most `most` knobs (a categorical, or a numeric by >= 1/8 of its range; the same knobs present), each
+    with (value, value). Why: the TPE draws next to the incumbent often change only knobs that do nothing
+    (stream interval, block size, policy) and tie with it; a tie is the evidence a flat single-knob move buys
+    with a trial, so those knobs need not be moved to learn it (a cancelling pair of effects within 1 % is rare)."""
+    ok = [
+        t for t in told if t.state == TrialState.COMPLETE and t.values and t.values[0] > 0 and sla_feasible(t)
+    ]
+    out: dict[str, list[tuple[Any, Any]]] = {}
+    for i, a in enumerate(ok):
+        for b in ok[i + 1 :]:
+            if abs(a.values[0] - b.values[0]) >= FLAT * max(a.values[0], b.values[0]) or set(a.params) != set(
+                b.params
+            ):
+                continue
+            cats, n = [], 0
+            for k, d in a.distributions.items():
+                if isinstance(d, CategoricalDistribution):
+                    if a.params[k] != b.params[k]:
+                        cats.append(k)
+                        n += 1
+                elif isinstance(d, (IntDistribution, FloatDistribution)) and not math.isclose(d.low, d.high):
+                    n += abs(to_unit(d, a.params[k]) - to_unit(d, b.params[k])) >= 0.125 - 1e-9
+            if 0 < n <= most:
+                for k in cats:
+                    out.setdefault(k, []).append((a.params[k], b.params[k]))
+    return out
 
 
 def _distance(dists: dict[str, BaseDistribution], a: dict[str, Any], b: dict[str, Any]) -> float:
