@@ -37,7 +37,8 @@ def api_queue(records: list[RequestRecord], tok_s: float, sends: np.ndarray | No
     place. Returns the ingress jobs' finish times (None without ingress jobs)."""
     arrs = [np.asarray(r.token_times, dtype=np.float64) for r in records]
     live = [a for a in arrs if len(a)]
-    uniq, cost = np.zeros(0), np.zeros(0)
+    uniq: np.ndarray = np.zeros(0)
+    cost: np.ndarray = np.zeros(0)
     if live and tok_s > 0.0:
         uniq, counts = np.unique(np.concatenate(live), return_counts=True)
         cost = counts * tok_s
