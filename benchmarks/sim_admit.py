@@ -80,7 +80,7 @@ def main() -> None:
     if a.grid:
         terms = sorted({(i * f1, t * f2, m * f3) for i, t, m in [measured] for f1 in (0, 1) for f2 in (0, 1)
                         for f3 in (0, 0.5, 1, 1.5)})
-    grid = sorted({COMMITTED, *((*t, k, u, h) for t in terms for k in ks for u in apis for h in heats)})
+    grid: list[Key] = sorted({COMMITTED, *((*t, k, u, h) for t in terms for k in ks for u in apis for h in heats)})  # type: ignore[arg-type]
     t0 = time.process_time()
     bases = {"all": FITTED, **{s: base_for(s) for s in SHAPES if base_for(s) != FITTED}}
     losses: dict[str, dict[Key, dict[str, float]]] = {}
