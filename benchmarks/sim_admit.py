@@ -80,7 +80,8 @@ def main() -> None:
     if a.grid:
         terms = sorted({(i * f1, t * f2, m * f3) for i, t, m in [measured] for f1 in (0, 1) for f2 in (0, 1)
                         for f3 in (0, 0.5, 1, 1.5)})
-    grid: list[Key] = sorted({COMMITTED, *((*t, k, u, h) for t in terms for k in ks for u in apis for h in heats)})  # type: ignore[arg-type]
+    keys = {(*t, k, u, h) for t in terms for k in ks for u in apis for h in heats}
+    grid: list[Key] = sorted({COMMITTED, *keys})  # type: ignore[arg-type]
     t0 = time.process_time()
     bases = {"all": FITTED, **{s: base_for(s) for s in SHAPES if base_for(s) != FITTED}}
     losses: dict[str, dict[Key, dict[str, float]]] = {}
@@ -90,7 +91,8 @@ def main() -> None:
         for key in grid:
             cal = cal_of(base, key, admit)
             losses[name][key] = {FIT8: loss(cal), **{s: shape_loss(cal, s) for s in SHAPES}}
-            print(f"  ingress={key[0]:g} ms + {key[1]:g} us/tok admit={key[2]:g} ms k={key[3]:g} api={key[4]:g} us heat={key[5]:g} "
+            print(f"  ingress={key[0]:g} ms + {key[1]:g} us/tok admit={key[2]:g} ms k={key[3]:g} api={key[4]:g} us "
+                  f"heat={key[5]:g} "
                   + " ".join(f"{s}={v:.5f}" for s, v in losses[name][key].items()), flush=True)
     pickable = [g for g in grid if a.grid or g != COMMITTED]  # without --grid the measured terms are forced on
     fits: dict[str, Calibration] = {}
