@@ -36,16 +36,25 @@ from tuner.sim.cost import Calibration
 
 MEASURED = (4.5, 3.0, 12.0)  # ingress ms, ingress us per prompt token, admit ms: the Qwen3-8B probe
 KS = (0.9, 1.0, 1.1, 1.2)  # prefill efficiency scale
-Key = tuple[float, float, float, float]  # ingress ms, us/token, admit ms, k
-COMMITTED: Key = (0.0, 0.0, 0.0, 1.0)
+# ingress ms, us/token, admit ms, k, API server us per streamed token, heat_slowdown (the clock under sustained compute)
+Key = tuple[float, float, float, float, float, float]
+COMMITTED: Key = (0.0, 0.0, 0.0, 1.0, 0.0, 0.0)
+API_PASSES = 3  # --api: passes of each run that settle the ingress times behind the streaming (tuner/sim/api_server.py)
 ADMIT = {"request": "admit_cpu_s", "step": "admit_step_s"}  # --form: the admission cost per request or per step
 
 
 def cal_of(base: Calibration, key: Key, admit: str = ADMIT["request"]) -> Calibration:
-    """`base` with the key's terms; the admit figure goes to the field `admit` names."""
-    ing, tok, adm, k = key
-    return dataclasses.replace(base, ingress_s=ing * 1e-3, ingress_tok_s=tok * 1e-6, e_lin=base.e_lin * k,
-                               e_attn=base.e_attn * k, **{admit: adm * 1e-3})  # type: ignore[arg-type]
+    """`base` with the key's terms; the admit figure goes to the field `admit` names. A key with API-server CPU
+    per streamed token runs the coupled API server (ingress queued behind the streaming), which replaces the
+    per-running-sequence ingress wait (`ingress_per_seq_s`, its earlier stand-in)."""
+    ing, tok, adm, k, api, heat = key
+    cal = dataclasses.replace(base, ingress_s=ing * 1e-3, ingress_tok_s=tok * 1e-6, e_lin=base.e_lin * k,
+                              e_attn=base.e_attn * k, **{admit: adm * 1e-3})  # type: ignore[arg-type]
+    if heat:
+        cal = dataclasses.replace(cal, heat_slowdown=heat)
+    if api:
+        cal = dataclasses.replace(cal, stream_tok_s=api * 1e-6, api_passes=API_PASSES, ingress_per_seq_s=0.0)
+    return cal
 
 
 def main() -> None:
@@ -53,13 +62,26 @@ def main() -> None:
     ap.add_argument("--grid", action="store_true", help="also search the three terms (x0, x0.5, x1, x1.5 of each)")
     ap.add_argument("--form", choices=tuple(ADMIT), default="request", help="the admission cost per admitted "
                     "request (admit_cpu_s) or per admitting step (admit_step_s: what the burst probe shows)")
+    ap.add_argument("--api", default="", help="comma list of API-server CPU per streamed token (us) to add as "
+                    "choices: the coupled API server (tuner/sim/api_server.py) with each; '' = off")
+    ap.add_argument("--measured", default="", help="ingress ms,us per prompt token,admit ms forced on (default: "
+                    "the Qwen3-8B probe's 4.5,3,12)")
+    ap.add_argument("--ks", default="", help="comma list of prefill efficiency scales to choose from (default "
+                    "0.9,1,1.1,1.2)")
+    ap.add_argument("--heat", default="", help="comma list of heat_slowdown values to choose from (the GPU's clock "
+                    "under sustained compute: the isolated probe runs at boost clock, the load points do not)")
     a = ap.parse_args()
     admit = ADMIT[a.form]
-    terms = [MEASURED]
+    apis = [0.0] if not a.api else [float(x) for x in a.api.split(",")]
+    measured = MEASURED if not a.measured else tuple(float(x) for x in a.measured.split(","))
+    ks = KS if not a.ks else tuple(float(x) for x in a.ks.split(","))
+    heats = [0.0] if not a.heat else [float(x) for x in a.heat.split(",")]
+    terms = [measured]
     if a.grid:
-        terms = sorted({(i * f1, t * f2, m * f3) for i, t, m in [MEASURED] for f1 in (0, 1) for f2 in (0, 1)
+        terms = sorted({(i * f1, t * f2, m * f3) for i, t, m in [measured] for f1 in (0, 1) for f2 in (0, 1)
                         for f3 in (0, 0.5, 1, 1.5)})
-    grid = sorted({COMMITTED, *((*t, k) for t in terms for k in KS)})
+    keys = {(*t, k, u, h) for t in terms for k in ks for u in apis for h in heats}
+    grid: list[Key] = sorted({COMMITTED, *keys})  # type: ignore[arg-type]
     t0 = time.process_time()
     bases = {"all": FITTED, **{s: base_for(s) for s in SHAPES if base_for(s) != FITTED}}
     losses: dict[str, dict[Key, dict[str, float]]] = {}
@@ -69,7 +91,8 @@ def main() -> None:
         for key in grid:
             cal = cal_of(base, key, admit)
             losses[name][key] = {FIT8: loss(cal), **{s: shape_loss(cal, s) for s in SHAPES}}
-            print(f"  ingress={key[0]:g} ms + {key[1]:g} us/tok admit={key[2]:g} ms k={key[3]:g} "
+            print(f"  ingress={key[0]:g} ms + {key[1]:g} us/tok admit={key[2]:g} ms k={key[3]:g} api={key[4]:g} us "
+                  f"heat={key[5]:g} "
                   + " ".join(f"{s}={v:.5f}" for s, v in losses[name][key].items()), flush=True)
     pickable = [g for g in grid if a.grid or g != COMMITTED]  # without --grid the measured terms are forced on
     fits: dict[str, Calibration] = {}

@@ -134,3 +134,23 @@ def test_stream_tok_delays_tokens_by_the_api_servers_backlog() -> None:
     assert late > 30 * (20e-3 - step)
     gaps = [y - x for x, y in zip(heavy[0].token_times[5:], heavy[0].token_times[6:], strict=False)]
     assert min(gaps) > 19e-3  # in the backlog a stream gets a token per 20 ms of the server's work
+
+
+def test_api_passes_queue_a_new_request_behind_the_streaming_backlog() -> None:
+    reqs = [Request(i, 0.0, 64, 200) for i in range(100)] + [Request(100, 0.3, 64, 4)]  # a prompt sent 0.3 s in
+    kw = {"ingress_s": 1e-3, "ingress_per_seq_s": 0.0}
+    alone = _run("qwen3-1.7b", reqs, stream_tok_s=200e-6, **kw)  # streaming late, the request's own FIFO only
+    coupled = _run("qwen3-1.7b", reqs, stream_tok_s=200e-6, api_passes=3, **kw)
+    # the server owes 100 x 200 us = 20 ms per engine step of a few ms: 0.3 s in, it is ~0.2 s behind
+    backlog = coupled[0].token_times[0] - _run("qwen3-1.7b", reqs, **kw)[0].token_times[0]
+    assert backlog > 0.0
+    new_alone, new_coupled = alone[-1], coupled[-1]
+    assert new_alone.first_token_s is not None and new_coupled.first_token_s is not None
+    assert new_coupled.first_token_s - new_alone.first_token_s > 0.1  # it waited for the backlog, not 1 ms
+    # a light stream builds no backlog: coupling changes the new request's TTFT by at most its streaming share
+    light = _run("qwen3-1.7b", reqs, stream_tok_s=1e-6, **kw)[-1]
+    light_c = _run("qwen3-1.7b", reqs, stream_tok_s=1e-6, api_passes=3, **kw)[-1]
+    assert light.first_token_s is not None and light_c.first_token_s is not None
+    assert abs(light_c.first_token_s - light.first_token_s) < 1e-3
+    # api_passes without stream_tok_s: nothing to queue behind, the same records
+    assert _run("qwen3-1.7b", reqs, api_passes=3, **kw) == _run("qwen3-1.7b", reqs, **kw)

@@ -9,9 +9,11 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from tuner.common.errors import EngineStartError
 from tuner.load.records import Request, RequestRecord
-from tuner.sim.api_server import stream_late
+from tuner.sim.api_server import api_queue, stream_late
 from tuner.sim.calibration import FITTED, SGLANG_FITTED
 from tuner.sim.catalog import get_gpu, get_shape
 from tuner.sim.core import DONE, Core, Seq
@@ -160,8 +162,36 @@ class SimulatedEngine:
 
     def _run(self, requests: Sequence[Any], concurrency: int | None,
              max_sim_time_s: float | None) -> list[RequestRecord]:
-        """One replica serving all of `requests` (Request objects; typed Any so that the compiled build,
-        tuner/sim/native.py, reads their fields as pure Python does: numpy integers pass unchecked)."""
+        """One replica serving all of `requests`, its tokens streamed by the API server when `stream_tok_s` is on.
+
+        With `api_passes` too, new requests queue for that server behind its streaming (tuner/sim/api_server.py):
+        the run is repeated, each pass with the ingress times the last pass's tokens imply."""
+        tok_s = self.cal.stream_tok_s
+        out = self._run_once(requests, concurrency, max_sim_time_s, None)
+        if not tok_s:
+            return out
+        passes = self.cal.api_passes
+        if not passes:
+            stream_late(out, tok_s)
+            return out
+        # the fixed share (HTTP, validation, the hop to the engine) runs on the event loop, in line with the
+        # streaming; tokenising the prompt runs beside it (off the loop), a delay that blocks no one
+        service = np.full(len(requests), self.cal.ingress_s)
+        tokenise = np.array([self.cal.ingress_tok_s * int(r.input_len) for r in requests])
+        for k in range(passes):
+            sends = np.array([rec.sent_s for rec in out])
+            ready = api_queue(out, tok_s, sends, service, move=k == passes - 1)
+            if ready is not None:
+                ready = ready + tokenise
+            if k < passes - 1:
+                out = self._run_once(requests, concurrency, max_sim_time_s, ready)
+        return out
+
+    def _run_once(self, requests: Sequence[Any], concurrency: int | None, max_sim_time_s: float | None,
+                  not_before: Any) -> list[RequestRecord]:
+        """One pass of one replica (Request objects; typed Any so that the compiled build, tuner/sim/native.py,
+        reads their fields as pure Python does: numpy integers pass unchecked). `not_before`: per request, the
+        earliest time the engine may see it (the API server's ingress, from the pass before), or None."""
         sched = self.new_scheduler()
         n = len(requests)
         # int()/float(): the compiled Seq takes only Python ints and floats (numpy scalars from API callers)
@@ -223,6 +253,10 @@ class SimulatedEngine:
                 if fifo_in and not bad:  # one request at a time, in send order, on the CPU left over
                     service = (fixed_in + tok_in * seqs[i].inp) * stretch  # from streaming (rho)
                     t_in = (t_in if t_in > api_free else api_free) + service
+                if not_before is not None and not bad:
+                    nb = float(not_before[i])
+                    if nb > t_in:
+                        t_in = nb
                 if t_in > now:
                     next_arr = t_in
                     break
@@ -275,8 +309,6 @@ class SimulatedEngine:
                                              times, s.out, None, s.preempt, r.warmup))
                     continue
             out.append(record(sched, r, s, sent[i], errors.get(i), t_stop))
-        if self.cal.stream_tok_s:  # the API server streams them (vLLM; off in the committed fit)
-            stream_late(out, self.cal.stream_tok_s)
         return out
 
     def _record(self, sched: Core, r: Any, s: Seq, sent: bool, error: str | None,

@@ -32,6 +32,9 @@ class Calibration:
     # the API server's CPU per streamed token (0 = off): tokens leave when one server has worked through every
     # step's tokens before them (tuner/sim/api_server.py); ~100 us measured (Qwen3-1.7B, 24 req/s: one full core)
     stream_tok_s: float = 0.0
+    # with stream_tok_s on, how many passes of the run solve for new requests queueing behind that streaming on the
+    # same CPU (tuner/sim/api_server.py; 0 = they do not: ingress is its own FIFO); ~3 settle the ingress times
+    api_passes: int = 0
     # FLOP-bound kernels slow down by this factor at sustained full compute (the GPU's clock under its power
     # limit), less in proportion to a moving average of the compute-bound share of time; 0 = never
     heat_slowdown: float = 0.0
