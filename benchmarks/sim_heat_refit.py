@@ -9,7 +9,7 @@ load (heat_slowdown, prompt_defer, prompt_lead_max_s, o_step_s, ingress_per_seq_
 (calibrate_sim.py's points and coordinate search), and checks the result on every split: no other shape's data
 enters the fit, so each shape's points are held out (each with its own committed floor terms, SHAPE_LOSO).
 
-    PYTHONPATH=$PWD .venv/bin/python benchmarks/sim_heat_refit.py [--terms 4.4,3,4.5] [--k 1.2] [--heat 0.25]
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/sim_heat_refit.py [--terms 4.4,3,4.5] [--k 1.2] [--heat 0.25] [--api 100 [--fit-api]]
 """
 
 from __future__ import annotations
@@ -30,13 +30,18 @@ from tuner.sim.cost import Calibration
 from tuner.sim.reference import shape_calibration
 
 FREE = ("heat_slowdown", "prompt_defer", "prompt_lead_max_s", "o_step_s", "ingress_per_seq_s")
-MOVED = (*FREE, "ingress_s", "ingress_tok_s", "admit_step_s", "e_lin", "e_attn")  # what the refit changes
+MOVED = (*FREE, "ingress_s", "ingress_tok_s", "admit_step_s", "e_lin", "e_attn", "stream_tok_s", "api_passes")
 
 
-def start(terms: tuple[float, float, float], k: float, heat: float) -> Calibration:
+def start(terms: tuple[float, float, float], k: float, heat: float, api_us: float = 0.0) -> Calibration:
+    """The committed fit with the isolated probe's terms; with `api_us`, the coupled API server at that CPU per
+    streamed token (api-cpu-8b: 94-109 us), which replaces the per-running-sequence ingress wait."""
     ing, tok, adm = terms
-    return dataclasses.replace(FITTED, ingress_s=ing * 1e-3, ingress_tok_s=tok * 1e-6, admit_step_s=adm * 1e-3,
-                               e_lin=FITTED.e_lin * k, e_attn=FITTED.e_attn * k, heat_slowdown=heat)
+    cal = dataclasses.replace(FITTED, ingress_s=ing * 1e-3, ingress_tok_s=tok * 1e-6, admit_step_s=adm * 1e-3,
+                              e_lin=FITTED.e_lin * k, e_attn=FITTED.e_attn * k, heat_slowdown=heat)
+    if api_us:
+        cal = dataclasses.replace(cal, stream_tok_s=api_us * 1e-6, api_passes=3, ingress_per_seq_s=0.0)
+    return cal
 
 
 def onto(base: Calibration, fit: Calibration) -> Calibration:
@@ -51,14 +56,18 @@ def main() -> None:
     ap.add_argument("--k", type=float, default=1.2, help="prefill efficiency scale from the isolated probe")
     ap.add_argument("--heat", type=float, default=0.25, help="heat_slowdown to start from")
     ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--api", type=float, default=0.0, help="> 0: the coupled API server at this many us per "
+                    "streamed token (ingress_per_seq_s then off and not refitted)")
+    ap.add_argument("--fit-api", action="store_true", help="with --api: refit stream_tok_s too, from that start")
     a = ap.parse_args()
     t0 = time.process_time()
     terms = tuple(float(x) for x in a.terms.split(","))
     assert len(terms) == 3, "--terms takes three numbers"
-    first = start(terms, a.k, a.heat)  # type: ignore[arg-type]
+    first = start(terms, a.k, a.heat, a.api)  # type: ignore[arg-type]
+    free = tuple(f for f in FREE if not (a.api and f == "ingress_per_seq_s")) + (("stream_tok_s",) if a.fit_api else ())
     print(f"start: 8B loss {loss(first):.5f} (committed {loss(FITTED):.5f})", flush=True)
-    fit, value = coordinate_search(first, a.rounds, 1.5, FREE, loss_fn=loss, label="8B refit")
-    print(f"refit: 8B loss {value:.5f}; " + " ".join(f"{f}={getattr(fit, f):.6g}" for f in FREE), flush=True)
+    fit, value = coordinate_search(first, a.rounds, 1.5, free, loss_fn=loss, label="8B refit")
+    print(f"refit: 8B loss {value:.5f}; " + " ".join(f"{f}={getattr(fit, f):.6g}" for f in free), flush=True)
     held, committed = [], []
     for s in SHAPES:
         rows = errs(onto(shape_calibration(s), fit), shape_points(s))
