@@ -23,6 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.calibrate_sim import coordinate_search, loss, render
+from benchmarks.sim_admit import ADMIT, cal_of
 from benchmarks.sim_fidelity import medians
 from benchmarks.sim_shape_cpu import SHAPES, errs, print_splits, shape_points
 from tuner.sim.calibration import FITTED
@@ -34,14 +35,9 @@ MOVED = (*FREE, "ingress_s", "ingress_tok_s", "admit_step_s", "e_lin", "e_attn",
 
 
 def start(terms: tuple[float, float, float], k: float, heat: float, api_us: float = 0.0) -> Calibration:
-    """The committed fit with the isolated probe's terms; with `api_us`, the coupled API server at that CPU per
-    streamed token (api-cpu-8b: 94-109 us), which replaces the per-running-sequence ingress wait."""
-    ing, tok, adm = terms
-    cal = dataclasses.replace(FITTED, ingress_s=ing * 1e-3, ingress_tok_s=tok * 1e-6, admit_step_s=adm * 1e-3,
-                              e_lin=FITTED.e_lin * k, e_attn=FITTED.e_attn * k, heat_slowdown=heat)
-    if api_us:
-        cal = dataclasses.replace(cal, stream_tok_s=api_us * 1e-6, api_passes=3, ingress_per_seq_s=0.0)
-    return cal
+    """The committed fit with the isolated probe's terms (admission per admitting step); with `api_us`, the coupled
+    API server at that CPU per streamed token (api-cpu-8b: 94-109 us): sim_admit.py's `cal_of`."""
+    return cal_of(FITTED, (*terms, k, api_us, heat), ADMIT["step"])
 
 
 def onto(base: Calibration, fit: Calibration) -> Calibration:

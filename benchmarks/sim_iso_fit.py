@@ -13,7 +13,6 @@ idle GPU, the load points do not.
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import json
 import statistics
@@ -24,6 +23,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.sim_admit import ADMIT, cal_of
 from tuner.load.records import Request
 from tuner.sim.calibration import FITTED
 from tuner.sim.cost import Calibration
@@ -38,9 +38,10 @@ def engine(cal: Calibration) -> SimulatedEngine:
     return SimulatedEngine(flavour="vllm", gpu="H200", shape="qwen3-8b", args={}, max_model_len=40960, calibration=cal)
 
 
-def with_terms(ing: float, tok: float, adm: float, k: float, **kw: float) -> Calibration:
-    return dataclasses.replace(FITTED, ingress_s=ing * 1e-3, ingress_tok_s=tok * 1e-6, admit_step_s=adm * 1e-3,
-                               e_lin=FITTED.e_lin * k, e_attn=FITTED.e_attn * k, **kw)  # type: ignore[arg-type]
+def with_terms(ing: float, tok: float, adm: float, k: float, heat: float = 0.0) -> Calibration:
+    """The committed fit with these request terms (admission per admitting step) and prefill scale: sim_admit.py's
+    `cal_of`."""
+    return cal_of(FITTED, (ing, tok, adm, k, 0.0, heat), ADMIT["step"])
 
 
 def isolated() -> dict[int, float]:
@@ -81,7 +82,7 @@ def main() -> None:
                     *loaded(FITTED, rate, int(d["num_prompts"]))))
         for heat in HEAT:
             line += f" | heat {heat} " + "{:.0f} / {:.0f} / {:.0f}, {:.1f}".format(
-                *loaded(with_terms(*best, heat_slowdown=heat), rate, int(d["num_prompts"])))
+                *loaded(with_terms(*best, heat=heat), rate, int(d["num_prompts"])))
         print(line, flush=True)
 
 

@@ -179,12 +179,10 @@ class SimulatedEngine:
         service = np.full(len(requests), self.cal.ingress_s)
         tokenise = np.array([self.cal.ingress_tok_s * int(r.input_len) for r in requests])
         for k in range(passes):
-            sends = np.array([rec.sent_s for rec in out])
-            ready = api_queue(out, tok_s, sends, service, move=k == passes - 1)
-            if ready is not None:
-                ready = ready + tokenise
-            if k < passes - 1:
-                out = self._run_once(requests, concurrency, max_sim_time_s, ready)
+            last = k == passes - 1  # the last pass's tokens leave when the server sends them
+            ready = api_queue(out, tok_s, np.array([rec.sent_s for rec in out]), service, move=last)
+            if not last and ready is not None:
+                out = self._run_once(requests, concurrency, max_sim_time_s, ready + tokenise)
         return out
 
     def _run_once(self, requests: Sequence[Any], concurrency: int | None, max_sim_time_s: float | None,
