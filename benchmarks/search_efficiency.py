@@ -189,6 +189,7 @@ def sampler_for(method: str, study: Study, space: Space, seed: int) -> optuna.sa
         # -cu: counting only moves that changed the objective][-sq: polish moves numerics to sweep points only][-k: c1-m0]
         # [-fz: no flat penalty outside a numeric's flat interval][-i<w>: polish ranks knobs by predicted spread]
         # [-t<x>: Thompson covariance times x][-pf<k>: ties of told trials differing in <= k knobs mark categoricals flat][-l<w>: model width][-s<n>: start trials][-m<pct>: moves' share of guided trials][-u<d>: a categorical value unseen within d knobs predicted >= start]
+        # [-x<k>: a move no matched pair tested gets k posterior SDs of its gain (search35)][-xm<d>: pairs differ in <= d][-xc: categorical moves only][-xw: pairs weighted by the model]
         pn, *rest = method[len("tpe-coord-p"):].split("-")
         sweep = {"sa": "always", "sp": "polish", "sn": "none", "sq": "points"}
         start = next((int(r[1:]) for r in rest if r[0] == "s" and r[1:].isdigit()), min(n0, COORD_STARTUP))
@@ -202,6 +203,9 @@ def sampler_for(method: str, study: Study, space: Space, seed: int) -> optuna.sa
                                   pair_flat=next((int(r[2:]) for r in rest if r.startswith("pf")), 0),
                                   local=next((float(r[1:]) for r in rest if r[0] == "l"), 4.0),
                                   unsupported=next((float(r[1:]) for r in rest if r[0] == "u"), 0.0),
+                                  untested=next((float(r[1:]) for r in rest if r[0] == "x" and r[1:2] not in "mcw"), 0.0),
+                                  untested_most=next((float(r[2:]) for r in rest if r.startswith("xm")), 1.0),
+                                  untested_cats="xc" in rest, weigh="model" if "xw" in rest else "flat",
                                   move_share=next((int(r[1:]) / 100 for r in rest if r[0] == "m"), 0.5),
                                   **({"conditional": True, "child_moves": 1, "children": "tpe"} if "k" in rest else {}))
     if method == "tpe-coord-v1":  # tpe-coord without conditional moves (what `tpe-coord` builds; docs/search.md)

@@ -12,6 +12,7 @@ import optuna
 from tests.search.helpers import mixed_knobs
 from tuner.search.coord import CoordTPESampler, _Additive, _told
 from tuner.search.coord_polish import CoordPolishSampler
+from tuner.search.support import Support
 
 CENTRE = {"c": "a", "n": 64, "f": 0.85, "p": 2, "b": True}
 
@@ -133,3 +134,62 @@ def test_a_knob_flat_from_a_tie_is_moved_last() -> None:
                 order.append(sampler.moves[k][0])
             assert len(order) == 13
             assert first <= order.index("b") <= last, (pair_flat, seed, order)
+
+
+def _confounded_rows() -> list[tuple[dict[str, Any], float | None]]:
+    """Good trials around CENTRE (c = "a"); `b` False tried next to it (a matched pair: worse); c = "b" and "c"
+    seen only in trials far from it in every other knob (their claims confounded with those knobs)."""
+    return [
+        (CENTRE, 10.0),
+        ({**CENTRE, "n": 128}, 9.9),
+        ({**CENTRE, "p": 3}, 10.0),
+        ({**CENTRE, "b": False}, 8.0),
+        ({"c": "b", "n": 16, "f": 0.95, "p": 4, "b": False}, 5.0),
+        ({"c": "b", "n": 1024, "f": 0.80, "p": 1, "b": False}, 5.5),
+        ({"c": "c", "n": 300, "f": 0.90, "p": 4, "b": False}, 5.0),
+    ]
+
+
+def test_a_value_seen_only_far_from_the_centre_is_untested_and_a_matched_pair_tests_one() -> None:
+    """c = "b" was only told in trials that differ from every c = "a" trial in 3+ other knobs: untested; b = False
+    differs from CENTRE in `b` alone: tested (supported), as is p = 3; a knob known flat does not break a pair."""
+    study = _told_study(CoordTPESampler(seed=0), _confounded_rows())
+    told = [t for t in study.get_trials(deepcopy=False) if _told(t)]
+    d = told[0].distributions
+    support = Support(_Additive(told, centre=CENTRE, width=4.0), CENTRE, 1.0)
+    assert not support.tested("c", d["c"], "b")
+    assert not support.tested("c", d["c"], "c")
+    assert support.tested("b", d["b"], False)
+    assert support.tested("p", d["p"], 3)
+    # (c="b", n=16 ...) vs (c="b", n=1024 ...) differ in n, f, p only: with those known flat they test nothing
+    # about c (both at "b"), but (c="c", ...) vs (b=False at CENTRE) then differs in c, n, f, p, c alone counting
+    flat = Support(_Additive(told, centre=CENTRE, width=4.0), CENTRE, 1.0, flat={"n", "f", "p"})
+    assert flat.tested("c", d["c"], "c")
+
+
+def test_an_untested_categorical_move_comes_before_a_supported_negative_one() -> None:
+    """The model reads c -> "b" / "c" as losses (every such trial was far away and bad) and b -> False too (a
+    matched pair). With `untested` a c move is planned first and both come before b -> False, for every seed; without it (as
+    `tpe-coord-nf`) neither c move is among the first eight; b -> False comes after the c moves either way."""
+    for untested, seed in ((2.0, s) for s in range(5)):
+        sampler = CoordPolishSampler.chosen(seed=seed, untested=untested, untested_cats=True)
+        study = _told_study(sampler, _confounded_rows())
+        order = []
+        for k in range(1000, 1012):
+            plan = sampler._best_move(study, SimpleNamespace(number=k))  # type: ignore[arg-type]
+            if plan is None:
+                break
+            sampler._plans[k] = plan
+            order.append(sampler.moves[k])
+        assert order[0][0] == "c", (seed, order)
+        last_c = max(order.index(("c", "b")), order.index(("c", "c")))
+        assert ("b", False) not in order[: last_c + 1], (seed, order)
+    for seed in range(5):
+        sampler = CoordPolishSampler.chosen(seed=seed)
+        study = _told_study(sampler, _confounded_rows())
+        order = []
+        for k in range(1000, 1008):
+            plan = sampler._best_move(study, SimpleNamespace(number=k))  # type: ignore[arg-type]
+            sampler._plans[k] = plan
+            order.append(sampler.moves[k][0])
+        assert "c" not in order, (seed, order)

@@ -306,6 +306,8 @@ class _Additive:
             self.dists.update(t.distributions)
         self.told = told
         self.beta = np.zeros(0)
+        self.mean = np.zeros(0)  # the posterior mean of the coefficients (beta before any Thompson draw)
+        self.cov = np.zeros((0, 0))  # their posterior covariance (unscaled; tuner/search/support.py reads it)
         self.ok, self.resid = ok, np.zeros(len(ok))
         if len(ok) < 2:
             return
@@ -318,10 +320,12 @@ class _Additive:
         a = xc.T @ (w[:, None] * xc) + ridge * np.eye(x.shape[1])
         self.beta = np.linalg.solve(a, xc.T @ (w * (y - my)))
         self.resid = (y - my) - xc @ self.beta  # what the additive fit misses (a narrow peak of a numeric knob)
+        self.mean = self.beta.copy()
+        s2 = max(float(w @ self.resid**2) / max(w.sum() - 1, 1), 0.01)
+        inv = np.linalg.inv(a)
+        self.cov = s2 * inv
         if rng is not None:  # Thompson: one draw of the coefficients from their Gaussian posterior
-            resid = (y - my) - xc @ self.beta
-            s2 = max(float(w @ resid**2) / max(w.sum() - 1, 1), 0.01)
-            cov = scale * s2 * np.linalg.inv(a)  # scale < 1: a tighter draw (less noise-driven exploration)
+            cov = scale * s2 * inv  # scale < 1: a tighter draw (less noise-driven exploration)
             self.beta = self.beta + np.linalg.cholesky(cov + 1e-12 * np.eye(len(cov))) @ rng.standard_normal(len(cov))
 
     def features(self, params: dict[str, Any]) -> list[float]:

@@ -47,6 +47,7 @@ from tuner.search.coord import (
     _told,
 )
 from tuner.search.planned import sla_feasible, to_unit
+from tuner.search.support import Support
 
 COVER = (
     10.0  # polish with `cover`: penalty per earlier move of the knob from the same start (beyond any gain)
@@ -68,12 +69,20 @@ class CoordPolishSampler(CoordTPESampler):
 
     @classmethod
     def chosen(
-        cls, *, seed: int | None = None, n_startup_trials: int = 6, pair_flat: int = 0
+        cls,
+        *,
+        seed: int | None = None,
+        n_startup_trials: int = 6,
+        pair_flat: int = 0,
+        untested: float = 0.0,
+        untested_cats: bool = False,
     ) -> CoordPolishSampler:
         """Near failures (width NEAR_FAIL) and the tighter draw (DRAW_SCALE); no polish, sweep or interval.
         `pair_flat=PAIR_FLAT` is the benchmark's `tpe-coord-pf` (ties of told trials mark flat knobs)."""
         return cls(
             pair_flat=pair_flat,
+            untested=untested,
+            untested_cats=untested_cats,
             seed=seed,
             n_startup_trials=n_startup_trials,
             polish=0,
@@ -97,6 +106,10 @@ class CoordPolishSampler(CoordTPESampler):
         draw_scale: float = 1.0,
         pair_flat: int = 0,
         unsupported: float = 0.0,
+        untested: float = 0.0,
+        untested_most: float = 1.0,
+        untested_cats: bool = False,
+        weigh: str = "flat",
         **kw: Any,
     ) -> None:
         super().__init__(**kw)
@@ -114,6 +127,12 @@ class CoordPolishSampler(CoordTPESampler):
         # their differing categoricals flat (free evidence from the TPE draws; `_pair_flat`)
         self.unsupported = unsupported  # > 0: a categorical move to a value no SLA-feasible told trial holds
         # within this distance of the start is predicted no worse than the start (`_predicted`)
+        self.untested = untested  # > 0: a move to a value no matched pair of told trials tested gets this many
+        # posterior SDs of its predicted gain (tuner/search/support.py); pairs differ in <= `untested_most` else
+        self.untested_most, self.untested_cats = untested_most, untested_cats  # cats: categorical moves only
+        self._support: tuple[_Additive, Support] | None = None  # the support of the model ranking this move
+        self.weigh = weigh  # how a pair's other differences count: "flat" (1 unless known flat) or "model"
+        self._flat_now: dict[str, list[tuple[Any, Any]]] = {}  # the flat knobs of the move being planned
 
     def _move_due(self, study: Study) -> bool:
         if not self.budget or self.polish <= 0:
@@ -177,6 +196,12 @@ class CoordPolishSampler(CoordTPESampler):
         additive fit splits credit between levers that were always tried together (every good trial had DFlash
         and KV cache auto), so the untried "KV cache FP8 under DFlash" read as a loss and was never moved to."""
         pred = model.predict(plan)
+        if self.untested > 0 and name in here and not (self.untested_cats and not isinstance(d, CategoricalDistribution)):
+            if self._support is None or self._support[0] is not model:
+                self._support = (model, Support(model, here, self.untested_most, set(self._flat_now), self.weigh))
+            support = self._support[1]
+            if not support.tested(name, d, v):
+                pred += self.untested * support.sd(here, plan)
         if self.unsupported <= 0 or not isinstance(d, CategoricalDistribution):
             return pred
         rest = {k: x for k, x in here.items() if k != name}
@@ -192,6 +217,7 @@ class CoordPolishSampler(CoordTPESampler):
         if self.pair_flat > 0:
             for name, moves in _pair_flat([t for t in trials if _told(t)], self.pair_flat).items():
                 out.setdefault(name, []).extend(moves)
+        self._flat_now = out
         return out
 
     def _flat_penalty(
