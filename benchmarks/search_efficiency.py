@@ -50,7 +50,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.search_grid import FLAT, Grid  # noqa: E402
 from tuner.search.ask_tell import TrialReport  # noqa: E402
 from tuner.search.coord import COORD_STARTUP, CoordTPESampler  # noqa: E402
-from tuner.search.coord_polish import PAIR_FLAT, CoordPolishSampler  # noqa: E402
+from tuner.search.coord_polish import PAIR_FLAT, UNTESTED, CoordPolishSampler  # noqa: E402
 from tuner.search.local_tpe import LocalTPESampler  # noqa: E402
 from tuner.search.rf_sampler import RFSampler  # noqa: E402
 from tuner.search.searcher import SearchCore, make_sampler  # noqa: E402
@@ -119,7 +119,7 @@ def load_study(workload: str, seed: int, trials: int, a: argparse.Namespace) -> 
     return validate(Study, data, str(path))
 
 
-METHODS = ("tpe-coord", "tpe-coord-nf", "tpe-coord-pf", "tpe-coord-v1", "tpe-local", "random", "rf", "tpe", "cmaes", "tpe-mv", "qmc", "tpe-mv5", "nsga2", "tpe-s4", "local2", "local-s4")
+METHODS = ("tpe-coord", "tpe-coord-nf", "tpe-coord-pf", "tpe-coord-ut", "tpe-coord-v1", "tpe-local", "random", "rf", "tpe", "cmaes", "tpe-mv", "qmc", "tpe-mv5", "nsga2", "tpe-s4", "local2", "local-s4")
 
 
 def parent_knobs(space: Space) -> list[str]:
@@ -183,13 +183,15 @@ def sampler_for(method: str, study: Study, space: Space, seed: int) -> optuna.sa
         return CoordPolishSampler.chosen(seed=seed, n_startup_trials=min(n0, COORD_STARTUP))
     if method == "tpe-coord-pf":  # tpe-coord-nf + flat knobs from ties of told trials: chosen on seeds 0-29 (search34)
         return CoordPolishSampler.chosen(seed=seed, n_startup_trials=min(n0, COORD_STARTUP), pair_flat=PAIR_FLAT)
+    if method == "tpe-coord-ut":  # tpe-coord-nf + untested moves (matched pairs) get 1 posterior SD: chosen on seeds 0-29 (search35)
+        return CoordPolishSampler.chosen(seed=seed, n_startup_trials=min(n0, COORD_STARTUP), untested=UNTESTED)
     if method.startswith("tpe-coord-p"):  # polish variants (tuner/search/coord_polish.py), tuned on seeds 0-29:
         # p<last trials all moves>[-sa|-sp|-sn: sweep values always / in the polish only / never][-f0: flat by knob]
         # [-n<width>: failure risk from the told trials near the whole config][-c: polish covers every knob first;
         # -cu: counting only moves that changed the objective][-sq: polish moves numerics to sweep points only][-k: c1-m0]
         # [-fz: no flat penalty outside a numeric's flat interval][-i<w>: polish ranks knobs by predicted spread]
         # [-t<x>: Thompson covariance times x][-pf<k>: ties of told trials differing in <= k knobs mark categoricals flat][-l<w>: model width][-s<n>: start trials][-m<pct>: moves' share of guided trials][-u<d>: a categorical value unseen within d knobs predicted >= start]
-        # [-x<k>: a move no matched pair tested gets k posterior SDs of its gain (search35)][-xm<d>: pairs differ in <= d][-xc: categorical moves only][-xw: pairs weighted by the model]
+        # [-x<k>: a move no matched pair tested gets k posterior SDs of its gain (search35)][-xm<d>: pairs differ in <= d][-xc: categorical moves only][-xw: pairs weighted by the model][-xp: the polish tries the untested categorical moves first][-xg: tested moves predicted by their matched pairs]
         pn, *rest = method[len("tpe-coord-p"):].split("-")
         sweep = {"sa": "always", "sp": "polish", "sn": "none", "sq": "points"}
         start = next((int(r[1:]) for r in rest if r[0] == "s" and r[1:].isdigit()), min(n0, COORD_STARTUP))
@@ -203,9 +205,10 @@ def sampler_for(method: str, study: Study, space: Space, seed: int) -> optuna.sa
                                   pair_flat=next((int(r[2:]) for r in rest if r.startswith("pf")), 0),
                                   local=next((float(r[1:]) for r in rest if r[0] == "l"), 4.0),
                                   unsupported=next((float(r[1:]) for r in rest if r[0] == "u"), 0.0),
-                                  untested=next((float(r[1:]) for r in rest if r[0] == "x" and r[1:2] not in "mcw"), 0.0),
+                                  untested=next((float(r[1:]) for r in rest if r[0] == "x" and r[1:2] not in "mcwpg"), 0.0),
                                   untested_most=next((float(r[2:]) for r in rest if r.startswith("xm")), 1.0),
                                   untested_cats="xc" in rest, weigh="model" if "xw" in rest else "flat",
+                                  complete="xp" in rest, pair_gain="xg" in rest,
                                   move_share=next((int(r[1:]) / 100 for r in rest if r[0] == "m"), 0.5),
                                   **({"conditional": True, "child_moves": 1, "children": "tpe"} if "k" in rest else {}))
     if method == "tpe-coord-v1":  # tpe-coord without conditional moves (what `tpe-coord` builds; docs/search.md)

@@ -19,6 +19,11 @@ failure share and never moved to again; moves went to knobs whose one-hot coeffi
   quarter of their moves on stream interval, block size, policy and prefix caching, which do nothing there).
 - **Unsupported values** (`unsupported` > 0, tried in search34, not kept): a categorical move to a value no
   SLA-feasible told trial holds near the start is predicted no worse than the start.
+- **Untested moves** (`untested` > 0, search35; tuner/search/support.py): a move to a value no matched pair of
+  told trials compared (two trials differing in the knob and in at most `untested_most` other knobs not known
+  flat) gets `untested` x the posterior SD of its predicted gain: the confounded claim (KV cache FP8 read as a
+  loss because it was only tried without DFlash) is tried, a large consistent one (FP8 weights off) is not.
+  `pair_gain`: a tested move predicted by its pairs; `complete`: the polish tries untested categoricals first.
 
 Chosen on the benchmark's seeds 0-29 (docs/search.md, "Near failures and a tighter draw"): near_fail 3,
 draw_scale 0.25, no polish, no sweep values, flat by knob (`tpe-coord-nf`); the polish, sweep and interval
@@ -52,6 +57,7 @@ from tuner.search.support import Support
 COVER = (
     10.0  # polish with `cover`: penalty per earlier move of the knob from the same start (beyond any gain)
 )
+COMPLETE = 2.0  # `complete`: penalty of a tested or numeric move in the polish (after the untested categoricals)
 SWEEP_POINTS = 9  # evenly spaced values of a numeric range a move may take (with the ordinary steps)
 
 
@@ -60,6 +66,7 @@ PAIR_FLAT = (
     4  # `tpe-coord-pf`: ties of told trials differing in <= this many knobs mark categoricals flat (search34)
 )
 DRAW_SCALE = 0.25  # Thompson covariance factor: chosen on seeds 0-29
+UNTESTED = 1.0  # `tpe-coord-ut`: posterior SDs added to a move no matched pair tested (chosen on seeds 0-29, search35)
 
 
 class CoordPolishSampler(CoordTPESampler):
@@ -110,6 +117,8 @@ class CoordPolishSampler(CoordTPESampler):
         untested_most: float = 1.0,
         untested_cats: bool = False,
         weigh: str = "flat",
+        complete: bool = False,
+        pair_gain: bool = False,
         **kw: Any,
     ) -> None:
         super().__init__(**kw)
@@ -133,6 +142,9 @@ class CoordPolishSampler(CoordTPESampler):
         self._support: tuple[_Additive, Support] | None = None  # the support of the model ranking this move
         self.weigh = weigh  # how a pair's other differences count: "flat" (1 unless known flat) or "model"
         self._flat_now: dict[str, list[tuple[Any, Any]]] = {}  # the flat knobs of the move being planned
+        self.pair_gain = pair_gain  # with `untested`: a tested move predicted by its matched pairs' difference
+        self.complete = complete  # in the polish (the last `polish` trials of `budget`): the start's untested
+        # categorical moves (no matched pair) before every other move (`_flat_penalty`)
 
     def _move_due(self, study: Study) -> bool:
         if not self.budget or self.polish <= 0:
@@ -202,6 +214,10 @@ class CoordPolishSampler(CoordTPESampler):
             support = self._support[1]
             if not support.tested(name, d, v):
                 pred += self.untested * support.sd(here, plan)
+            elif self.pair_gain:
+                c = support.contrast(name, d, here[name], v)
+                if c is not None:
+                    pred = model.predict(here) + c
         if self.unsupported <= 0 or not isinstance(d, CategoricalDistribution):
             return pred
         rest = {k: x for k, x in here.items() if k != name}
@@ -235,6 +251,13 @@ class CoordPolishSampler(CoordTPESampler):
             )
         if self.importance and self._polishing and self._model_now is not None:
             base -= self.importance * _spread(self._model_now, self._start_params, name, d)
+        if self.complete and self._polishing and self._model_now is not None:
+            model = self._model_now
+            if self._support is None or self._support[0] is not model:
+                self._support = (model, Support(model, self._start_params, self.untested_most, set(self._flat_now),
+                                                self.weigh))
+            if not isinstance(d, CategoricalDistribution) or self._support[1].tested(name, d, v):
+                base += COMPLETE
         return base + self._flat_only(flat, name, d, v)
 
     def _flat_only(
