@@ -3,6 +3,7 @@ scale, the budget-aware polish phase and the sweep values of numeric moves."""
 
 from __future__ import annotations
 
+import math
 from types import SimpleNamespace
 from typing import Any
 
@@ -161,6 +162,10 @@ def test_a_value_seen_only_far_from_the_centre_is_untested_and_a_matched_pair_te
     assert not support.tested("c", d["c"], "c")
     assert support.tested("b", d["b"], False)
     assert support.tested("p", d["p"], 3)
+    # b = False against the three b = True trials within one other knob (CENTRE, n = 128, p = 3): their mean
+    pairs = [math.log(8.0 / 10.0), math.log(8.0 / 9.9), math.log(8.0 / 10.0)]
+    assert abs(support.contrast("b", d["b"], True, False) - sum(pairs) / 3) < 1e-9
+    assert support.contrast("c", d["c"], "a", "b") is None  # no pair at both values
     # (c="b", n=16 ...) vs (c="b", n=1024 ...) differ in n, f, p only: with those known flat they test nothing
     # about c (both at "b"), but (c="c", ...) vs (b=False at CENTRE) then differs in c, n, f, p, c alone counting
     flat = Support(_Additive(told, centre=CENTRE, width=4.0), CENTRE, 1.0, flat={"n", "f", "p"})
