@@ -54,6 +54,7 @@ BOUNDS = {
     "ingress_s": (1e-4, 0.02), "ingress_tok_s": (1e-8, 2e-5), "admit_cpu_s": (1e-4, 0.03),
     "admit_step_s": (1e-4, 0.03), "ingress_rho_max": (0.1, 0.98),
     "stream_tok_s": (1e-6, 3e-4),
+    "stream_chunk_s": (1e-6, 3e-4),
     "w_floor_layer_s": (1e-6, 2e-4),  # fitted on five shapes (sim_shape_gpu.py, sim_joint_fit.py)
 }
 FIT_STUDY_POINTS = tuple(study_points(*FIT_STUDY))

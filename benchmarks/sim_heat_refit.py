@@ -31,13 +31,17 @@ from tuner.sim.cost import Calibration
 from tuner.sim.reference import shape_calibration
 
 FREE = ("heat_slowdown", "prompt_defer", "prompt_lead_max_s", "o_step_s", "ingress_per_seq_s")
-MOVED = (*FREE, "ingress_s", "ingress_tok_s", "admit_step_s", "e_lin", "e_attn", "stream_tok_s", "api_passes")
+MOVED = (*FREE, "ingress_s", "ingress_tok_s", "admit_step_s", "admit_cpu_s", "e_lin", "e_attn", "stream_tok_s",
+         "api_passes", "stream_chunk_s")
 
 
-def start(terms: tuple[float, float, float], k: float, heat: float, api_us: float = 0.0) -> Calibration:
+def start(terms: tuple[float, float, float], k: float, heat: float, api_us: float = 0.0,
+          chunk_us: float = 0.0, form: str = "step") -> Calibration:
     """The committed fit with the isolated probe's terms (admission per admitting step); with `api_us`, the coupled
-    API server at that CPU per streamed token (api-cpu-8b: 94-109 us): sim_admit.py's `cal_of`."""
-    return cal_of(FITTED, (*terms, k, api_us, heat), ADMIT["step"])
+    API server at that CPU per streamed token (api-cpu-8b: 94-109 us): sim_admit.py's `cal_of`; with `chunk_us`,
+    that server batches as vLLM's output handler does, `api_us` per token plus `chunk_us` per SSE chunk."""
+    cal = cal_of(FITTED, (*terms, k, api_us, heat), ADMIT[form])
+    return dataclasses.replace(cal, stream_chunk_s=chunk_us * 1e-6)
 
 
 def onto(base: Calibration, fit: Calibration) -> Calibration:
@@ -55,12 +59,19 @@ def main() -> None:
     ap.add_argument("--api", type=float, default=0.0, help="> 0: the coupled API server at this many us per "
                     "streamed token (ingress_per_seq_s then off and not refitted)")
     ap.add_argument("--fit-api", action="store_true", help="with --api: refit stream_tok_s too, from that start")
+    ap.add_argument("--chunk", type=float, default=0.0, help="with --api: the output handler's batching, this many "
+                    "us per SSE chunk on top of --api's us per token (api-cpu-8b: the two sum to 94-109 us idle)")
+    ap.add_argument("--form", choices=tuple(ADMIT), default="step", help="the admission term per admitting step "
+                    "(admit_step_s) or per admitted request (admit_cpu_s: the isolated probe's ~12 ms on 8B)")
+    ap.add_argument("--free-more", default="", help="comma list of further fields to refit on 8B (e.g. e_lin,e_attn: "
+                    "the prefill speed, which the committed fit slowed to hold the admission time)")
     a = ap.parse_args()
     t0 = time.process_time()
     terms = tuple(float(x) for x in a.terms.split(","))
     assert len(terms) == 3, "--terms takes three numbers"
-    first = start(terms, a.k, a.heat, a.api)  # type: ignore[arg-type]
+    first = start(terms, a.k, a.heat, a.api, a.chunk, a.form)  # type: ignore[arg-type]
     free = tuple(f for f in FREE if not (a.api and f == "ingress_per_seq_s")) + (("stream_tok_s",) if a.fit_api else ())
+    free += tuple(f for f in a.free_more.split(",") if f)
     print(f"start: 8B loss {loss(first):.5f} (committed {loss(FITTED):.5f})", flush=True)
     fit, value = coordinate_search(first, a.rounds, 1.5, free, loss_fn=loss, label="8B refit")
     print(f"refit: 8B loss {value:.5f}; " + " ".join(f"{f}={getattr(fit, f):.6g}" for f in free), flush=True)

@@ -154,3 +154,25 @@ def test_api_passes_queue_a_new_request_behind_the_streaming_backlog() -> None:
     assert abs(light_c.first_token_s - light.first_token_s) < 1e-3
     # api_passes without stream_tok_s: nothing to queue behind, the same records
     assert _run("qwen3-1.7b", reqs, api_passes=3, **kw) == _run("qwen3-1.7b", reqs, **kw)
+
+
+def test_stream_chunk_batches_steps_so_the_server_catches_up() -> None:
+    reqs = [Request(i, 0.0, 64, 40) for i in range(100)]
+    off = _run("qwen3-1.7b", reqs)
+    fifo = _run("qwen3-1.7b", reqs, stream_tok_s=200e-6)  # a job per step: the backlog grows to the end
+    batched = _run("qwen3-1.7b", reqs, stream_tok_s=20e-6, stream_chunk_s=180e-6)  # same 200 us idle, per token
+    for r in batched:
+        assert list(r.token_times) == sorted(r.token_times) and r.done_s == r.token_times[-1]
+    # behind, one chunk per request carries several steps' tokens: far less late than the per-step FIFO
+    late_fifo = fifo[-1].token_times[-1] - off[-1].token_times[-1]
+    late_batched = batched[-1].token_times[-1] - off[-1].token_times[-1]
+    assert late_fifo > 0.3 and late_batched < late_fifo / 3
+    # and the client sees tokens in bursts: several tokens of a stream leave at the same instant
+    t = batched[0].token_times
+    assert len(set(t)) < len(t) / 2
+    # idle (one light stream) each token is its own chunk: late by its step's tokens plus one chunk, no more
+    one = [Request(0, 0.0, 64, 40)]
+    base, idle = _run("qwen3-1.7b", one), _run("qwen3-1.7b", one, stream_tok_s=20e-6, stream_chunk_s=180e-6)
+    shift = [y - x for x, y in zip(base[0].token_times, idle[0].token_times, strict=True)]
+    assert min(shift) > 0.0 and max(shift) <= 20e-6 + 180e-6 + 1e-9
+    assert len(set(idle[0].token_times)) == len(idle[0].token_times)

@@ -13,7 +13,7 @@ import numpy as np
 
 from tuner.common.errors import EngineStartError
 from tuner.load.records import Request, RequestRecord
-from tuner.sim.api_server import api_queue, stream_late
+from tuner.sim.api_server import api_queue, api_rounds, stream_late
 from tuner.sim.calibration import FITTED, SGLANG_FITTED
 from tuner.sim.catalog import get_gpu, get_shape
 from tuner.sim.core import DONE, Core, Seq
@@ -171,8 +171,12 @@ class SimulatedEngine:
         if not tok_s:
             return out
         passes = self.cal.api_passes
+        chunk_s = self.cal.stream_chunk_s
         if not passes:
-            stream_late(out, tok_s)
+            if chunk_s:
+                api_rounds(out, tok_s, chunk_s)
+            else:
+                stream_late(out, tok_s)
             return out
         # the fixed share (HTTP, validation, the hop to the engine) runs on the event loop, in line with the
         # streaming; tokenising the prompt runs beside it (off the loop), a delay that blocks no one
@@ -180,7 +184,9 @@ class SimulatedEngine:
         tokenise = np.array([self.cal.ingress_tok_s * int(r.input_len) for r in requests])
         for k in range(passes):
             last = k == passes - 1  # the last pass's tokens leave when the server sends them
-            ready = api_queue(out, tok_s, np.array([rec.sent_s for rec in out]), service, move=last)
+            sends = np.array([rec.sent_s for rec in out])
+            ready = (api_rounds(out, tok_s, chunk_s, sends, service, move=last) if chunk_s
+                     else api_queue(out, tok_s, sends, service, move=last))
             if not last and ready is not None:
                 out = self._run_once(requests, concurrency, max_sim_time_s, ready + tokenise)
         return out

@@ -32,6 +32,10 @@ class Calibration:
     # the API server's CPU per streamed token (0 = off): tokens leave when one server has worked through every
     # step's tokens before them (tuner/sim/api_server.py); ~100 us measured (Qwen3-1.7B, 24 req/s: one full core)
     stream_tok_s: float = 0.0
+    # with stream_tok_s on, the API server's CPU per SSE chunk (0 = off: every token is its own job): the server then
+    # batches as vLLM's output handler does, one chunk per request for all the steps that arrived while it was busy
+    # (tuner/sim/api_server.py, `api_rounds`); stream_tok_s is then the per-token share (detokenising, outputs)
+    stream_chunk_s: float = 0.0
     # with stream_tok_s on, how many passes of the run solve for new requests queueing behind that streaming on the
     # same CPU (tuner/sim/api_server.py; 0 = they do not: ingress is its own FIFO); ~3 settle the ingress times
     api_passes: int = 0
