@@ -24,6 +24,7 @@ import hashlib
 import itertools
 import json
 import math
+import os
 import random
 import time
 from collections.abc import Callable
@@ -167,7 +168,9 @@ class Grid:
 
     def save(self, done: bool = False) -> None:
         CACHE_DIR.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
+        # a temporary name per process: two benchmark processes on one workload (a cache is shared) must not write
+        # one temporary file at once (the loser's replace() then finds it gone); the last complete table wins
+        tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(json.dumps({"fingerprint": self.fingerprint, "workload": self.name, "done": done,
                                    "screen_of": self._screen_of(),
                                    "effects": self.effects, "table": self.table}, default=str))
