@@ -42,9 +42,9 @@ def api_queue(records: list[RequestRecord], tok_s: float, sends: np.ndarray | No
     With `move`, every record's token times (and first/last token) become the times the server sends them, in
     place. Returns the ingress jobs' finish times (None without ingress jobs)."""
     arrs, uniq, counts = _token_index(records)
-    cost: np.ndarray = counts * tok_s if tok_s > 0.0 else np.zeros(0)
-    if not tok_s > 0.0:
-        uniq = np.zeros(0)
+    if not tok_s > 0.0:  # ingress jobs only
+        uniq, counts = np.zeros(0), np.zeros(0)
+    cost: np.ndarray = counts * tok_s
     n_tok = len(uniq)
     arrive = uniq
     if sends is not None and services is not None:
