@@ -358,6 +358,28 @@ def sim_engine_as(engine: str, python: str) -> Edit:
     return edit
 
 
+def space_edit(change: Callable[[dict[str, Any]], None]) -> Edit:
+    """The study searches a copy of the built-in vLLM space (tmp/space.yaml) with one change."""
+    def edit(c: Ctx) -> None:
+        data = yaml.safe_load((ROOT / "search_spaces" / "vllm.yaml").read_text())
+        change(data)
+        (c.tmp / "space.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+        c.data["search_space"] = {"file": "space.yaml"}
+    return edit
+
+
+def param(name: str, **fields: Any) -> Callable[[dict[str, Any]], None]:
+    def change(data: dict[str, Any]) -> None:
+        data["params"][name].update(fields)
+    return change
+
+
+def first_if(value: Any) -> Callable[[dict[str, Any]], None]:
+    def change(data: dict[str, Any]) -> None:
+        data["constraints"][0]["if"] = value
+    return change
+
+
 BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
     f"{n}: &{n} [{', '.join([f'*{p}'] * 9)}]\n" for p, n in zip("abcdefgh", "bcdefghi", strict=True))
 STATE = '{"parent_run_id": "0123abcd", "tracking_uri": "sqlite:///x", "study": "other.yaml", "study_name": "other"}'
@@ -462,7 +484,7 @@ CASES += [
     Case("objective-metric-typo", "objective.metric misspelt (tokens_per_sec)", (put("objective.metric", "tokens_per_sec"),),
          "{study}: objective.metric: unknown metric 'tokens_per_sec' | fix: use a summary key such as output_throughput, request_throughput, request_goodput or p99_ttft_ms (per class: class.<name>.<key>)"),
     Case("objective-metric-empty", "objective.metric empty", (put("objective.metric", ""),),
-         "{study}: objective.metric: unknown metric '' | fix: use a summary key such as output_throughput, request_throughput, request_goodput or p99_ttft_ms (per class: class.<name>.<key>)"),
+         "{study}: objective.metric: is empty | fix: give a value, or leave metric out for its default"),
     # -- workload vs the model
     Case("workload-longer-than-model", "max_model_len shorter than the workload's typical request (prompts cut)",
          (drop("workload.profile"), put("workload.classes", dyn(inp=3000, out=2000)), put("model.max_model_len", 4096)),
@@ -518,6 +540,61 @@ CASES += [
     Case("mlflow-sqlite-no-folder", "a SQLite store in a folder that does not exist",
          (cli("--mlflow-uri", "sqlite:////nonexistent/dir/mlflow.db"),),
          "--mlflow-uri: the folder /nonexistent/dir of the SQLite store does not exist | fix: create it, or give a path in an existing folder"),
+    # -- values no schema type refuses: infinite, absurdly large, empty, too long (found by fuzzing the studies)
+    Case("capacity-high-inf", "capacity.high: .inf (YAML infinity)", (put("capacity.high", float("inf")),),
+         "{study}: capacity.high: got inf, which is not a finite number | fix: give a finite number"),
+    Case("timeout-nan", "a timeout of .nan", (put("sim.start_timeout_s", float("nan")),),
+         "{study}: sim.start_timeout_s: got nan, which is not a finite number | fix: give a finite number"),
+    Case("trials-huge", "budget.trials beyond any count", (put("budget.trials", 10**30),),
+         "{study}: budget.trials: 1e+30 is too large (at most 9.0072e+15) | fix: give a realistic value"),
+    Case("capacity-text-inf", "capacity.high: '1e999' (a string that reads as infinity)", (put("capacity.high", "1e999"),),
+         "{study}: capacity.high: Input should be a finite number | fix: <*>"),
+    Case("served-name-empty", "model.served_name: '' (clients would ask for no model)", (put("model.served_name", ""),),
+         "{study}: model.served_name: is empty | fix: give a value, or leave served_name out for its default"),
+    Case("experiment-empty", "tracking.experiment: ''", (put("tracking", {"experiment": " "}),),
+         "{study}: tracking.experiment: is empty | fix: give a value, or leave experiment out for its default"),
+    Case("study-name-too-long", "a 200-character study name (a folder name and an MLflow experiment)",
+         (put("name", "a" * 200),), "{study}: name: String should have at most 128 characters | fix: <*>"),
+    Case("sla-item-empty", "an empty item in the SLA list", (put("sla", ["p99_ttft_ms <= 1000", ""]),),
+         "{study}: sla[1]: SLA term is empty | fix: write a term like 'p99_ttft_ms <= 500', or remove the empty item"),
+    Case("model-path-too-long", "a model path longer than the file system allows", (put("model.name", "./" + "m" * 300), put("model.shape", "qwen3-8b")),
+         "model.name: cannot use <*>: File name too long | fix: give a path that exists and that this user can read"),
+    Case("space-file-name-too-long", "a search-space file name longer than the file system allows",
+         (put("search_space", {"file": "s" * 300 + ".yaml"}),),
+         "search_space.file: cannot use <*>: File name too long | fix: give a path that exists and that this user can read"),
+    Case("model-shape-unknown-engine", "model.shape unknown, on a real engine (not only the simulator)",
+         (sim_engine_as("vllm", "python3"), put("engines.vllm.check_args", False), put("model.shape", "qwen9-8b")),
+         "model.shape: unknown model shape 'qwen9-8b' | fix: use one of [<*>], or leave model.shape out"),
+    # -- search-space files: values that would crash the sampler or silently switch a knob off
+    Case("space-step-zero", "a float parameter with step: 0", (space_edit(param("gpu_memory_utilization", step=0)),),
+         "{tmp}/space.yaml: params.gpu_memory_utilization: step must be > 0, got 0 | fix: give a positive step, or leave it out"),
+    Case("space-int-fraction", "an int parameter with low: 1.5", (space_edit(param("max_num_seqs", low=1.5)),),
+         "{tmp}/space.yaml: params.max_num_seqs: an int parameter needs whole numbers for low, high and step, got low=1.5 high=1024 | fix: round them, or make the parameter type: float"),
+    Case("space-default-text", "a numeric default written as text", (space_edit(param("max_num_seqs", default="many")),),
+         "{tmp}/space.yaml: params.max_num_seqs: default 'many' is not a whole number | fix: give the engine's own default as a number, or null when the engine decides"),
+    Case("space-bool-default", "a bool parameter with default: 1", (space_edit(param("enable_prefix_caching", default=1)),),
+         "{tmp}/space.yaml: params.enable_prefix_caching: default 1 of a bool parameter is not true or false | fix: give true, false, or null when the engine decides"),
+    Case("space-when-unknown", "a `when` on a parameter that does not exist",
+         (space_edit(param("max_num_partial_prefills", when={"chunked_prefill": True})),),
+         "search_space.file params.max_num_partial_prefills.when: condition on unknown parameter 'chunked_prefill' | fix: known: [<*>]"),
+    Case("space-when-never", "a `when` value the parent never takes",
+         (space_edit(param("max_num_partial_prefills", when={"enable_chunked_prefill": "yes"})),),
+         "search_space.file params.max_num_partial_prefills.when: enable_chunked_prefill can never be 'yes' (its values: true/false), so the condition never holds | fix: use one of enable_chunked_prefill's values"),
+    Case("space-when-empty-list", "a `when` listing no values",
+         (space_edit(param("max_num_partial_prefills", when={"enable_chunked_prefill": []})),),
+         "search_space.file params.max_num_partial_prefills.when: condition on enable_chunked_prefill lists no values, so it never holds | fix: list the enable_chunked_prefill values it applies to, or drop the condition"),
+    Case("space-if-unknown", "a constraint's `if` on a parameter that does not exist",
+         (space_edit(first_if({"chunked": True})),),
+         "search_space.file constraints[0].if: condition on unknown parameter 'chunked' | fix: known: [<*>]"),
+    Case("study-if-never", "a study constraint whose `if` value is not a choice",
+         (put("search_space", {"constraints": [{"require": "max_num_seqs <= 256", "if": {"block_size": 64}}]}),),
+         "search_space.constraints[0].if: block_size can never be 64 (its values: [16, 32]), so the condition never holds | fix: use one of block_size's values"),
+    # -- the command line's paths
+    Case("cli-output-empty", "--output '' (would be the current folder)", (cli("--output", ""),),
+         "argument --output: is empty; give a path"),
+    Case("cli-output-root", "--output / (every run file in the file system root)", (cli("--output", "/"),),
+         "argument --output: / is the file system root; give a folder for this study"),
+    Case("cli-study-empty", "--study ''", (cli("--study", " "),), "argument --study: is empty; give a path"),
     # -- --resume over a folder that is not this study's
     Case("resume-other-study", "--resume on another study's output folder", (out_file("state.json", STATE), cli("--resume")),
          "--resume: output folder {tmp}/out holds study 'other', not 'bad' | fix: give that study's file, or choose another --output for 'bad'"),
@@ -555,6 +632,12 @@ def render() -> str:
         "`study.yaml` stands for the study file's path, `<repo>` for the servetune checkout, `<python>` for the",
         "interpreter, `…` for text that comes from the OS, a library, or a list that grows (known GPUs, shapes,",
         "engine arguments).",
+        "",
+        "Beyond these cases, `tests/reliability/fuzz_inputs.py` replaces every value of the default study and of",
+        "the built-in vLLM space, one at a time, with values of the wrong kind (null, empty, text, negative,",
+        "infinite, 10^30, lists, a 5,000-character path...): each must end in exit 0 or a clean exit 2, never a",
+        "traceback (`tests/reliability/test_fuzz_inputs.py`; `python tests/reliability/fuzz_inputs.py --all` for",
+        "every study and space file in the repository).",
         "",
         "| case | mistake | message |",
         "|---|---|---|",

@@ -48,6 +48,12 @@ def model_limits(study: Study, base_dir: Path) -> tuple[int | None, int | None, 
     try:
         shape = get_shape(study.model.shape or shape_for(study.model.name))
     except SpecError:
+        # given, so meant: a typo (the simulator gate and these limits use it); the sim engine says so itself
+        if study.model.shape is not None and "sim" not in study.engine_names:
+            from tuner.sim.catalog import known_shapes
+
+            raise SpecError(f"unknown model shape {study.model.shape!r}", "model.shape",
+                            f"use one of {known_shapes()}, or leave model.shape out") from None
         return None, None, ""
     return shape.heads, shape.max_position, f"model shape {shape.name}"
 

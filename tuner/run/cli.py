@@ -24,12 +24,29 @@ EXIT_OK, EXIT_ERROR, EXIT_INVALID, EXIT_NO_FEASIBLE = 0, 1, 2, 3
 log = logging.getLogger("tuner.run")
 
 
+def path_arg(text: str) -> Path:
+    """A path on the command line: never empty (that would be the current folder), never a NUL byte."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("is empty; give a path")
+    if "\x00" in text:
+        raise argparse.ArgumentTypeError("contains a NUL byte; give a plain path")
+    return Path(text).expanduser()  # "~/runs" quoted past the shell means the home folder, not a folder "~"
+
+
+def folder_arg(text: str) -> Path:
+    """An output folder: a path, and not the file system's root (every run file would land in /)."""
+    path = path_arg(text)
+    if path.resolve() == Path(path.anchor or "/").resolve():
+        raise argparse.ArgumentTypeError(f"{text} is the file system root; give a folder for this study")
+    return path
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     from tuner.common.prog import prog
 
     p = argparse.ArgumentParser(prog=prog("run"), description=__doc__.splitlines()[0])
-    p.add_argument("--study", type=Path, default=None, help="study YAML (default: studies/default.yaml)")
-    p.add_argument("--output", type=Path, default=None, help="output folder (default: runs/<study name>)")
+    p.add_argument("--study", type=path_arg, default=None, help="study YAML (default: studies/default.yaml)")
+    p.add_argument("--output", type=folder_arg, default=None, help="output folder (default: runs/<study name>)")
     p.add_argument("--trials", type=int, default=None, help="override budget.trials")
     p.add_argument("--max-concurrent", type=int, default=None, help="override budget.max_concurrent")
     p.add_argument("--mlflow-uri", default=None, help="tracking URI (default: SQLite in the output folder)")
@@ -43,7 +60,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--tracking", choices=("live", "deferred"), default=None,
                    help="live: each trial logged to MLflow as it finishes; deferred: kept in the output folder and "
                         "logged at the end (or by --log-only); overrides tracking.mode")
-    p.add_argument("--log-only", type=Path, default=None, metavar="OUTPUT",
+    p.add_argument("--log-only", type=folder_arg, default=None, metavar="OUTPUT",
                    help="log a deferred study's output folder to MLflow (runs nothing; safe to repeat)")
     p.add_argument("-v", "--verbose", action="store_true")
     return p.parse_args(argv)
@@ -131,9 +148,11 @@ def main(argv: list[str] | None = None) -> int:
         from tuner.tracking.mlflow_log import check_uri, default_uri
 
         space = preflight(study, path.parent.resolve(), out)
-        uri = args.mlflow_uri or study.tracking.mlflow_uri or default_uri(out)
-        check_uri(uri, "--mlflow-uri" if args.mlflow_uri else f"{path}: tracking.mlflow_uri",
-                  reach=study.tracking.mode == "live")
+        uri = args.mlflow_uri or study.tracking.mlflow_uri or ""
+        if uri:  # the default store lives in the output folder, which preflight found writable
+            check_uri(uri, "--mlflow-uri" if args.mlflow_uri else f"{path}: tracking.mlflow_uri",
+                      reach=study.tracking.mode == "live")
+        uri = uri or default_uri(out)
         if args.dry_run:
             from tuner.run.resume_check import check_resume
             from tuner.run.summary import print_plan
@@ -142,6 +161,7 @@ def main(argv: list[str] | None = None) -> int:
                 check_resume(out, study.name, path)
             print_plan(study, space, out, strip_credentials(uri))
             return EXIT_OK
+        out.mkdir(parents=True, exist_ok=True)  # preflight checked it can be made, and left nothing behind
         lock = OutputLock(out)
         left = lock.acquire()  # exit 2 while another run holds the folder
         if args.resume:

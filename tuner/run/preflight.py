@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import tempfile
@@ -15,6 +16,9 @@ from tuner.spec.study import Study
 
 
 def check_output_dir(out: Path) -> None:
+    """The output folder can be created and written; folders made for the check are removed again, so a
+    dry run or a refused study leaves nothing behind (the run makes the folder when it starts)."""
+    made = [p for p in (out, *out.parents) if not p.exists()]
     try:
         out.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=out, prefix=".writable.")
@@ -23,6 +27,10 @@ def check_output_dir(out: Path) -> None:
     except OSError as exc:
         raise SpecError(f"output folder {out} is not writable ({exc.strerror or exc})", "--output",
                         "choose a folder you can write to") from None
+    finally:
+        for p in made:  # deepest first
+            with contextlib.suppress(OSError):
+                p.rmdir()
 
 
 def check_model(study: Study, base_dir: Path) -> None:
@@ -172,31 +180,36 @@ def preflight(study: Study, base_dir: Path, out: Path) -> Space:
 
     errors: list[SpecError] = []
 
-    def run(check: Any, *args: Any) -> Any:
+    def run(check: Any, *args: Any, where: str = "") -> Any:
         try:
             return check(*args)
         except SpecError as exc:
             errors.append(exc)
-            return None
+        except OSError as exc:  # a path the input names that the OS refuses (too long, not a folder, no access)
+            name = exc.filename if exc.filename is not None else ""
+            errors.append(SpecError(f"cannot use {str(name)[:200]!s}: {exc.strerror or exc}", where,
+                                    "give a path that exists and that this user can read"))
+        return None
 
-    run(check_space_files, study, base_dir)
-    space = run(build_space, study, base_dir) if not errors else None
+    run(check_space_files, study, base_dir, where="search_space.file")
+    space = run(build_space, study, base_dir, where="search_space") if not errors else None
     if space is not None:
         run(check_satisfiable, space)
     n = len(errors)
-    run(validate_workload, study.workload, base_dir)
+    run(validate_workload, study.workload, base_dir, where="workload")
     if len(errors) == n:
-        run(lambda: check_workload_fits(study, classes_for(study.workload, base_dir)))
+        run(lambda: check_workload_fits(study, classes_for(study.workload, base_dir)), where="workload")
     n = len(errors)
-    run(check_model_path, study, base_dir)
-    run(check_model, study, base_dir)
+    run(check_model_path, study, base_dir, where="model.name")
+    if len(errors) == n:  # a path already refused is not checked twice
+        run(check_model, study, base_dir, where="model")
     if len(errors) == n:
-        run(check_model_fits, study, base_dir)
+        run(check_model_fits, study, base_dir, where="model.name")
     n = len(errors)
     run(check_engines_installed, study)
     if space is not None and len(errors) == n:
         run(check_engines, study, space)
-    run(check_output_dir, out)
+    run(check_output_dir, out, where="--output")
     if errors:
         raise combined(errors)
     assert space is not None

@@ -270,7 +270,49 @@ def build_space(study: Study, base_dir: Path | None = None) -> Space:
             study=study,
         )
         _check_constraints(engines[engine], where, len(spec.constraints), set(spec.params))
+        _check_conditions(spec.params, engines[engine], where, len(spec.constraints))
     return Space(engines)
+
+
+def _check_conditions(file_params: dict[str, Param], sp: EngineSpace, where: str, n_file: int) -> None:
+    """A param's `when` and a constraint's `if` name known parameters with values they can take: a typo
+    there would silently switch a knob or a constraint off for the whole study."""
+    conds: list[tuple[str, dict[str, Any]]] = [
+        (f"{where}.file params.{name}.when", p.when) for name, p in file_params.items() if p.when]
+    conds += [(f"{where}.constraints[{i - n_file}].if" if i >= n_file else f"{where}.file constraints[{i}].if",
+               c.when) for i, c in enumerate(sp.constraints) if c.when]
+    for loc, cond in conds:
+        for key, want in cond.items():
+            p = file_params.get(key)
+            if p is None:
+                if key in sp.fixed:
+                    continue
+                raise SpecError(f"condition on unknown parameter {key!r}", loc, f"known: {sorted(file_params)}")
+            if want == []:
+                raise SpecError(f"condition on {key} lists no values, so it never holds", loc,
+                                f"list the {key} values it applies to, or drop the condition")
+            for v in want if isinstance(want, list) else [want]:
+                if not _can_take(p, v):
+                    raise SpecError(f"{key} can never be {v!r} (its values: {_values_text(p)}), so the condition "
+                                    "never holds", loc, f"use one of {key}'s values")
+
+
+def _can_take(p: Param, v: Any) -> bool:
+    if p.type == "bool":
+        return isinstance(v, bool)
+    if p.type == "categorical":
+        return any(v == c and isinstance(v, bool) == isinstance(c, bool) for c in p.choices or [])
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        return False
+    return float(p.low) <= v <= float(p.high)  # type: ignore[arg-type]
+
+
+def _values_text(p: Param) -> str:
+    if p.type == "bool":
+        return "true/false"
+    if p.type == "categorical":
+        return str(p.choices)
+    return f"{p.low:g}..{p.high:g}"
 
 
 def _check_constraints(sp: EngineSpace, where: str, n_file: int = 0, file_params: set[str] | None = None) -> None:

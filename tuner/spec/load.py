@@ -171,9 +171,9 @@ def _lines(exc: ValidationError) -> list[tuple[str, str, str]]:
             msg = f"unknown key {err['loc'][-1]!r}"
         if err["type"] == "missing":
             msg = f"required key {err['loc'][-1]!r} is missing"
-        key, sep, rest = msg.partition(": got ")
-        if sep and rest.endswith("which is not a number"):  # Strict's bool check names its field in the message
-            loc, msg = f"{loc}.{key}" if loc else key, "got " + rest
+        key, sep, rest = msg.partition(": ")
+        if sep and isinstance(err.get("input"), dict) and key in err["input"]:  # Strict names its field first
+            loc, msg = f"{loc}.{key}" if loc else key, rest
         if err["type"] == "union_tag_not_found":
             msg = f"missing {err.get('ctx', {}).get('discriminator', 'the kind')} (which distribution)"
         lines.append((loc, msg, fix or _FIXES.get(err["type"], "see the documented schema (docs/study.md)")))

@@ -104,6 +104,11 @@ def check_plausible(name: str, limit: float, where: str) -> None:
 def parse_sla(text: str | list[str], where: str = "sla") -> list[SLATerm]:
     """Parse ``"p99_ttft_ms<=500,p99_e2el_ms<=8000"`` or a list of terms."""
     items = text.split(",") if isinstance(text, str) else list(text)
+    if not isinstance(text, str):  # a list item left empty is a term lost, not a trailing comma
+        for i, t in enumerate(items):
+            if isinstance(t, str) and not t.strip():
+                raise SpecError("SLA term is empty", f"{where}[{i}]", "write a term like 'p99_ttft_ms <= 500', "
+                                "or remove the empty item")
     terms = [parse_term(t, f"{where}[{i}]") for i, t in enumerate(items) if t.strip()]
     names = [t.name for t in terms]
     dup = {n for n in names if names.count(n) > 1}

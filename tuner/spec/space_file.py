@@ -47,6 +47,15 @@ class Param(Strict):
                 raise ValueError(f"log scale needs low > 0, got low={self.low:g} | fix: give low >= 1 or set log: false")
             if self.log and self.step is not None:
                 raise ValueError("log scale and step cannot both be set")
+            if self.step is not None and self.step <= 0:
+                raise ValueError(f"step must be > 0, got {self.step:g} | fix: give a positive step, or leave it out")
+            if self.type == "int" and any(v is not None and v != int(v) for v in (self.low, self.high, self.step)):
+                raise ValueError(f"an int parameter needs whole numbers for low, high and step, got low={self.low:g} "
+                                 f"high={self.high:g}" + (f" step={self.step:g}" if self.step is not None else "")
+                                 + " | fix: round them, or make the parameter type: float")
+            if self.default is not None and not _number_like(self.default, self.type):
+                raise ValueError(f"default {self.default!r} is not {'a whole number' if self.type == 'int' else 'a number'}"
+                                 f" | fix: give the engine's own default as a number, or null when the engine decides")
         elif self.type == "categorical":
             if not self.choices:
                 raise ValueError("categorical parameter needs a non-empty choices list | fix: list at least one "
@@ -54,12 +63,22 @@ class Param(Strict):
         if self.type in ("categorical", "bool") and (self.low, self.high, self.step) != (None, None, None):
             raise ValueError(f"low, high and step only apply to int and float parameters, not {self.type}"
                              " | fix: narrow it with choices")
+        if self.type == "bool" and self.default is not None and not isinstance(self.default, bool):
+            raise ValueError(f"default {self.default!r} of a bool parameter is not true or false | fix: give true, "
+                             "false, or null when the engine decides")
         if self.type != "categorical" and self.choices is not None:
             raise ValueError(f"choices only apply to categorical parameters, not {self.type}")
         unknown = [c for c in self.choice_needs if c not in (self.choices or [])]
         if unknown:
             raise ValueError(f"choice_needs names choices {unknown} that are not in choices")
         return self
+
+
+def _number_like(v: Scalar, kind: str) -> bool:
+    """An int parameter's value is a whole number, a float's a finite number (true/false is neither)."""
+    if isinstance(v, bool) or not isinstance(v, int | float) or v != v or v in (float("inf"), float("-inf")):
+        return False
+    return kind != "int" or v == int(v)
 
 
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*"  # dotted: a field of a structured arg

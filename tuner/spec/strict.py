@@ -1,31 +1,57 @@
-"""The base of every user-facing model: unknown keys are errors, and true/false is never a number.
+"""The base of every user-facing model: unknown keys are errors, true/false is never a number, numbers
+are finite and of a size a count can have, and a text field given is never empty.
 
 YAML reads `max_model_len: true` as a boolean and pydantic's lax mode would take it as 1; a number field
-given true/false is refused instead.
+given true/false is refused instead. `.inf` passes `gt=0` and 10**30 passes `gt=0` as an int, then
+overflows numpy or hangs a run; `name: ""` would reach the engine or MLflow. Each is refused here with
+the key and the fix, so every model inherits the check.
 """
 
 from __future__ import annotations
 
+import math
 import types
 import typing
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
-_NUMBERS = {int, float}
+_NUMBERS: set[type] = {int, float}
+_TEXTS: set[type] = {str, Path}
+BIGGEST = 2**53  # no count, size or duration servetune takes is larger; a float holds it exactly
 
 
-def _numeric(annotation: Any) -> bool:
-    if annotation in _NUMBERS:
+def _is(annotation: Any, kinds: set[type]) -> bool:
+    """The annotation is one of `kinds`, or an optional/union of only those."""
+    if annotation in kinds:
         return True
     if typing.get_origin(annotation) in (typing.Union, types.UnionType):
         args = set(typing.get_args(annotation)) - {type(None)}
-        return bool(args) and args <= _NUMBERS
+        return bool(args) and args <= kinds
     return False
 
 
+def _numeric(annotation: Any) -> bool:
+    return _is(annotation, _NUMBERS)
+
+
+def _bad_value(key: str, v: Any, field: Any) -> str | None:
+    """Why a value given for this field is refused before pydantic sees it (None: not refused here)."""
+    if _numeric(field.annotation):
+        if isinstance(v, bool):
+            return f"{key}: got {str(v).lower()}, which is not a number | fix: give a number (true/false is not one)"
+        if isinstance(v, float) and not math.isfinite(v):
+            return f"{key}: got {v}, which is not a finite number | fix: give a finite number"
+        if isinstance(v, int | float) and abs(v) > BIGGEST:
+            return f"{key}: {v:g} is too large (at most {BIGGEST:g}) | fix: give a realistic value"
+    if _is(field.annotation, _TEXTS) and field.default != "" and isinstance(v, str) and not v.strip():
+        return f"{key}: is empty | fix: give a value, or leave {key} out for its default"
+    return None
+
+
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     @model_validator(mode="before")
     @classmethod
@@ -33,7 +59,7 @@ class Strict(BaseModel):
         if isinstance(data, dict):
             for key, v in data.items():
                 field = cls.model_fields.get(key) if isinstance(key, str) else None
-                if isinstance(v, bool) and field is not None and _numeric(field.annotation):
-                    raise ValueError(f"{key}: got {str(v).lower()}, which is not a number | fix: give a number "
-                                     "(true/false is not one)")
+                why = _bad_value(key, v, field) if field is not None else None
+                if why is not None:
+                    raise ValueError(why)
         return data

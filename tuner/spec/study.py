@@ -191,7 +191,7 @@ class Resources(Strict):
 
 class Tracking(Strict):
     mlflow_uri: str | None = None  # default: sqlite under the output folder
-    experiment: str | None = None  # default: the study name
+    experiment: str | None = Field(default=None, max_length=200)  # default: the study name
     # live: each trial logged to MLflow as it finishes; deferred: trials kept in the output folder and
     # logged at the end of the study, or later by `--log-only <output>` (a tracking server out of reach)
     mode: Literal["live", "deferred"] = "live"
@@ -229,7 +229,8 @@ class Promotion(Strict):
 
 
 class Study(Strict):
-    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    # a folder name (runs/<name>) and an MLflow experiment name: 128 characters keep both valid everywhere
+    name: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
     seed: int = Field(default=0, ge=0, le=2**32 - 1)  # numpy and Optuna seeds are 32-bit unsigned
     engine: str | list[str]  # registered engine names (tuner.engines.registry)
     model: ModelSpec
