@@ -65,7 +65,8 @@ def test_bad_input_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
         (["--workload", "static", "--sla", "p99_foo<=3"], "unknown SLA term"),
         (["--workload", str(tmp_path / "missing.yaml")], "file not found"),
         (["--workload", "static", "--capacity"], "needs an SLA"),
-        (["--workload", "dynamic", "--rate", "1", "--client-processes", "0"], "--client-processes must be >= 1"),
+        (["--workload", "dynamic", "--rate", "nan"], "--rate needs numbers > 0"),
+        (["--workload", "dynamic", "--concurrency", "4,nan"], "--concurrency needs whole numbers > 0"),
     ]:
         code = main(["--url", "http://127.0.0.1:9", "--model", "m", *args])
         text = capsys.readouterr().out
@@ -92,3 +93,28 @@ def test_capacity_search_from_the_command(fake_server: Callable[..., Any], tmp_p
     assert summary["capacity"] is not None and 4 <= summary["capacity"] < 512 and 2 <= len(summary["points"]) <= 5
     assert summary["best"]["load"] == summary["capacity"] and "capacity:" in out
     assert pq.read_table(tmp_path / "records.parquet").num_rows > 0
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["--client-processes", "0"], "argument --client-processes: 0 is outside 1..256"),
+    (["--client-processes", "100000"], "argument --client-processes: 100000 is outside 1..256"),
+    (["--duration", "nan"], "argument --duration: 'nan' is not a finite number"),
+    (["--timeout", "inf"], "argument --timeout: 'inf' is not a finite number"),
+    (["--max-concurrency", "-1"], "argument --max-concurrency: -1 is outside 1..2147483647"),
+    (["--requests", "-3"], "argument --requests/--num-prompts: -3 is outside 1..2147483647"),
+    (["--seed", "-1"], "argument --seed: -1 is outside 0..4294967295"),
+    (["--burstiness", "0"], "argument --burstiness: 0 is outside (0, 1000]"),
+    (["--tolerance", "2"], "argument --tolerance: 2 is outside (0, 1)"),
+    (["--url", "ftp://x"], "argument --url/--base-url: 'ftp://x' is not an http(s) URL with a host"),
+    (["--output", ""], "argument --output: is empty; give a path"),
+])
+def test_bad_numbers_and_urls_are_refused_by_the_parser(args: list[str], needle: str,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """Values that parse as numbers but cannot work (nan, inf, negative, a fork bomb of client processes) are
+    refused before any load code runs (they used to raise ValueError or OverflowError, or start the run)."""
+    from tuner.bench.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["--url", "http://127.0.0.1:9", "--model", "m", "--workload", "static", "--rate", "1", *args])
+    assert exc.value.code == 2
+    assert needle in capsys.readouterr().err

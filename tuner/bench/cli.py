@@ -83,7 +83,7 @@ def parse_loads(text: str | None, flag: str, integer: bool) -> list[float]:
         values = [float(x) for x in text.split(",") if x.strip()]
     except ValueError:
         raise SpecError(f"cannot read {text!r} as numbers", flag, "give a number or a comma list, e.g. 8,16,32") from None
-    if not values or any(v <= 0 or (integer and v != int(v)) for v in values):
+    if not values or any(not math.isfinite(v) or v <= 0 or (integer and v != int(v)) for v in values):
         kind = "whole numbers > 0" if integer else "numbers > 0"
         raise SpecError(f"{flag} needs {kind}, got {text!r}", flag, f"give {kind}")
     return values

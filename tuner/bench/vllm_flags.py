@@ -16,6 +16,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from tuner.common.cli_types import count, folder_arg, path_arg
 from tuner.common.errors import SpecError
 from tuner.common.metric_keys import GOODPUT_METRICS, latency_key
 from tuner.spec.sla import SLATerm
@@ -26,18 +27,18 @@ DATASETS = ("sharegpt", "hf", "custom", "random", "static", "dynamic", "mixed", 
 def add_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("vllm bench serve flags (same names and meanings)")
     g.add_argument("--dataset-name", choices=DATASETS, help="where requests come from (with --dataset-path)")
-    g.add_argument("--dataset-path", help="ShareGPT .json/.jsonl, Hugging Face file or folder, or trace file")
-    g.add_argument("--random-input-len", type=int, default=1024)
-    g.add_argument("--random-output-len", type=int, default=128)
+    g.add_argument("--dataset-path", type=path_arg, help="ShareGPT .json/.jsonl, Hugging Face file or folder, or trace file")
+    g.add_argument("--random-input-len", type=count(), default=1024)
+    g.add_argument("--random-output-len", type=count(), default=128)
     g.add_argument("--random-range-ratio", type=float, default=0.0, help="lengths uniform in len*(1 +- ratio)")
-    g.add_argument("--sharegpt-output-len", type=int, default=None, help="fixed output length for dataset rows")
+    g.add_argument("--sharegpt-output-len", type=count(), default=None, help="fixed output length for dataset rows")
     g.add_argument("--goodput", nargs="+", default=None, metavar="KEY:MS",
                    help="per-request SLOs for request_goodput, e.g. ttft:500 tpot:50 e2el:8000")
     g.add_argument("--percentile-metrics", default="ttft,tpot,itl", help="metrics in the result JSON (+ e2el)")
     g.add_argument("--metric-percentiles", default="99", help="percentiles in the result JSON, e.g. 50,90,99")
     g.add_argument("--save-result", action="store_true", help="write vLLM's result JSON")
     g.add_argument("--save-detailed", action="store_true", help="add per-request lists to the result JSON")
-    g.add_argument("--result-dir", type=Path, default=None)
+    g.add_argument("--result-dir", type=folder_arg, default=None)
     g.add_argument("--result-filename", default=None)
     g.add_argument("--backend", default="vllm", help="openai-chat selects the chat API; others: completions")
     g.add_argument("--endpoint", default=None, help="/v1/completions or /v1/chat/completions")

@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tuner.common.cli_types import SECONDS, folder_arg, number
 from tuner.common.errors import SpecError
 
 if TYPE_CHECKING:
@@ -45,7 +46,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--deploy", action="store_true", help="deploy to the running Ray Serve as the staging app")
     p.add_argument("--trial", metavar="ID", help="register (and deploy) this trial of the study instead of the "
                    "selected winner; 'baseline' for the engine defaults (e.g. a known-good staging to roll back to)")
-    p.add_argument("--output", metavar="DIR", type=Path, help="where promoted.yaml goes (default: outputs/)")
+    p.add_argument("--output", metavar="DIR", type=folder_arg, help="where promoted.yaml goes (default: outputs/)")
     p.add_argument("--no-alias", action="store_true",
                    help="register the version and write promoted.yaml but leave the staging alias where it is "
                         "(a failover side, a config to inspect); not with --deploy, which moves staging")
@@ -54,11 +55,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--in-place", action="store_true",
                    help="deploy/roll back without a side copy of the app (a cluster with room for one engine, e.g. "
                         "one GPU): the old app stops, the new one starts; serving pauses during the switch")
-    p.add_argument("--timeout", type=float, default=600, metavar="S", help="deploy deadline per step")
-    p.add_argument("--canary-seconds", type=float, metavar="S",
+    p.add_argument("--timeout", type=SECONDS, default=600, metavar="S", help="deploy deadline per step")
+    p.add_argument("--canary-seconds", type=number(0.0, 3600.0), metavar="S",
                    help="canary length (default: the study's promotion.canary.seconds, 30)")
     canary = p.add_mutually_exclusive_group()
-    canary.add_argument("--canary-rate", type=float, metavar="R",
+    canary.add_argument("--canary-rate", type=number(), metavar="R",
                         help="canary load in req/s (or concurrent streams in concurrency mode), at most the "
                              "confirmed SLA capacity (default: promotion.canary.load_fraction x capacity)")
     canary.add_argument("--no-canary", action="store_true", help="deploy after the smoke test alone")

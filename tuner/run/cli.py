@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tuner.common.cli_types import folder_arg, path_arg
 from tuner.common.errors import SpecError, disk_full_in
 
 if TYPE_CHECKING:
@@ -22,23 +23,6 @@ if TYPE_CHECKING:
 DEFAULT_STUDY = Path(__file__).resolve().parents[2] / "studies" / "default.yaml"
 EXIT_OK, EXIT_ERROR, EXIT_INVALID, EXIT_NO_FEASIBLE = 0, 1, 2, 3
 log = logging.getLogger("tuner.run")
-
-
-def path_arg(text: str) -> Path:
-    """A path on the command line: never empty (that would be the current folder), never a NUL byte."""
-    if not text.strip():
-        raise argparse.ArgumentTypeError("is empty; give a path")
-    if "\x00" in text:
-        raise argparse.ArgumentTypeError("contains a NUL byte; give a plain path")
-    return Path(text).expanduser()  # "~/runs" quoted past the shell means the home folder, not a folder "~"
-
-
-def folder_arg(text: str) -> Path:
-    """An output folder: a path, and not the file system's root (every run file would land in /)."""
-    path = path_arg(text)
-    if path.resolve() == Path(path.anchor or "/").resolve():
-        raise argparse.ArgumentTypeError(f"{text} is the file system root; give a folder for this study")
-    return path
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
