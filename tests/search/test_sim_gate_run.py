@@ -28,8 +28,8 @@ def gate_study(tmp: Path, **search: object) -> Path:
                              "check_args": False}},
         "model": {"name": "Qwen/Qwen3-8B", "served_name": "qwen3-8b", "max_model_len": 16384, "dtype": "bfloat16"},
         "workload": {"profile": "dynamic", "arrivals": {"process": "poisson"}, "warmup_requests": 4},
-        "capacity": {"mode": "rate", "low": 1, "high": 16, "tolerance": 0.25, "max_points": 3,
-                     "requests_per_point": 20, "request_timeout_s": 60},
+        "capacity": {"mode": "rate", "low": 2, "high": 16, "tolerance": 0.25, "max_points": 3,
+                     "requests_per_point": 12, "request_timeout_s": 60},
         "sla": ["p99_ttft_ms <= 1000", "p99_itl_ms <= 100", "p99_e2el_ms <= 20000"],
         # memory knobs near the top: the simulator predicts most sampled configs run out of memory at start
         "search_space": {"overrides": {"gpu_memory_utilization": {"low": 0.96, "high": 0.97},

@@ -8,6 +8,7 @@ Parameter names in Optuna are ``<engine>.<param>`` so both engines of a joint st
 
 from __future__ import annotations
 
+import math
 import operator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +23,7 @@ from tuner.engines.base import SPACES_DIR
 from tuner.spec import levers
 from tuner.spec.load import load_space_file
 from tuner.spec.space_file import Constraint, Param
+from tuner.spec.strict import BIGGEST
 from tuner.spec.study import Study
 
 _OPS = {"<=": operator.le, ">=": operator.ge, "<": operator.lt, ">": operator.gt, "==": operator.eq, "!=": operator.ne}
@@ -248,6 +250,8 @@ def build_space(study: Study, base_dir: Path | None = None) -> Space:
             if name not in params:
                 raise SpecError(f"override of unknown parameter {name!r}", f"{where}.overrides.{name}",
                                 f"known parameters of {path.name}: {sorted(params)}")
+            if ov.choices is not None:
+                _check_override_choices(params[name], ov.choices, name, f"{where}.overrides.{name}")
             merged = {**params[name].model_dump(), **ov.model_dump(exclude_none=True)}
             try:
                 params[name] = Param.model_validate(merged)
@@ -272,6 +276,22 @@ def build_space(study: Study, base_dir: Path | None = None) -> Space:
         _check_constraints(engines[engine], where, len(spec.constraints), set(spec.params))
         _check_conditions(spec.params, engines[engine], where, len(spec.constraints))
     return Space(engines)
+
+
+def _kind(v: Any) -> str:
+    return "true/false" if isinstance(v, bool) else "numbers" if isinstance(v, int | float) else "text"
+
+
+def _check_override_choices(p: Param, choices: list[Any], name: str, where: str) -> None:
+    """A study may narrow or extend a categorical's choices, but in the kind the engine takes (numbers stay
+    numbers): `block_size: {choices: ["x"]}` would start every trial with an argument the engine refuses."""
+    kinds = {_kind(c) for c in p.choices or []}
+    for c in choices:
+        if len(kinds) == 1 and _kind(c) not in kinds:
+            raise SpecError(f"choice {c!r} is {_kind(c)}, but {name}'s choices are {kinds.pop()} ({p.choices})", where,
+                            f"give choices like {p.choices}")
+        if isinstance(c, float) and not math.isfinite(c) or isinstance(c, int | float) and abs(c) > BIGGEST:
+            raise SpecError(f"choice {c!r} is not a usable number", where, f"give choices like {p.choices}")
 
 
 def _check_conditions(file_params: dict[str, Param], sp: EngineSpace, where: str, n_file: int) -> None:

@@ -172,7 +172,8 @@ def _lines(exc: ValidationError) -> list[tuple[str, str, str]]:
         if err["type"] == "missing":
             msg = f"required key {err['loc'][-1]!r} is missing"
         key, sep, rest = msg.partition(": ")
-        if sep and isinstance(err.get("input"), dict) and key in err["input"]:  # Strict names its field first
+        # Strict names its field (or list item) first
+        if sep and isinstance(err.get("input"), dict) and key.split("[")[0] in err["input"]:
             loc, msg = f"{loc}.{key}" if loc else key, rest
         if err["type"] == "union_tag_not_found":
             msg = f"missing {err.get('ctx', {}).get('discriminator', 'the kind')} (which distribution)"

@@ -36,15 +36,29 @@ def _numeric(annotation: Any) -> bool:
     return _is(annotation, _NUMBERS)
 
 
+def _number_list(annotation: Any) -> bool:
+    """list[int] / list[float], optional or not."""
+    args = set(typing.get_args(annotation)) - {type(None)} if typing.get_origin(annotation) in (
+        typing.Union, types.UnionType) else {annotation}
+    return any(typing.get_origin(a) is list and _numeric(typing.get_args(a)[0]) for a in args)
+
+
+def _bad_number(key: str, v: Any) -> str | None:
+    if isinstance(v, bool):
+        return f"{key}: got {str(v).lower()}, which is not a number | fix: give a number (true/false is not one)"
+    if isinstance(v, float) and not math.isfinite(v):
+        return f"{key}: got {v}, which is not a finite number | fix: give a finite number"
+    if isinstance(v, int | float) and abs(v) > BIGGEST:
+        return f"{key}: {v:g} is too large (at most {BIGGEST:g}) | fix: give a realistic value"
+    return None
+
+
 def _bad_value(key: str, v: Any, field: Any) -> str | None:
     """Why a value given for this field is refused before pydantic sees it (None: not refused here)."""
     if _numeric(field.annotation):
-        if isinstance(v, bool):
-            return f"{key}: got {str(v).lower()}, which is not a number | fix: give a number (true/false is not one)"
-        if isinstance(v, float) and not math.isfinite(v):
-            return f"{key}: got {v}, which is not a finite number | fix: give a finite number"
-        if isinstance(v, int | float) and abs(v) > BIGGEST:
-            return f"{key}: {v:g} is too large (at most {BIGGEST:g}) | fix: give a realistic value"
+        return _bad_number(key, v)
+    if _number_list(field.annotation) and isinstance(v, list):
+        return next((why for i, x in enumerate(v) if (why := _bad_number(f"{key}[{i}]", x))), None)
     if _is(field.annotation, _TEXTS) and field.default != "" and isinstance(v, str) and not v.strip():
         return f"{key}: is empty | fix: give a value, or leave {key} out for its default"
     return None

@@ -210,7 +210,7 @@ class Promotion(Strict):
     enabled: bool = True
     confirm_runs: int = Field(default=2, ge=0)
     top_k: int = Field(default=2, gt=0)
-    app_name: str = Field(default="staging", min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    app_name: str = Field(default="staging", min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
     route_prefix: str = "/"
     replicas: int = Field(default=1, gt=0)
     # When no tuned config beats the confirmed defaults by more than run-to-run noise: promote the
