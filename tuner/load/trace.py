@@ -57,6 +57,12 @@ def read_trace(path: Path, where: str = "workload.trace.path", fmt: str = "auto"
     n = len(cols["arrival_s"])
     if n == 0:
         raise SpecError(f"trace {path} has no rows", where, "give at least one request")
+    for name in COLUMNS:
+        if any(isinstance(v, bool) for v in cols[name]):
+            raise SpecError(f"trace {path}: {name} has true/false values", where, "use numbers for times and lengths")
+    if "cls" in cols and any(c is None or not str(c).strip() for c in cols["cls"]):
+        raise SpecError(f"trace {path}: cls is missing or empty on some rows", where,
+                        "give every row a class name, or drop the cls column")
     try:
         arrival = np.asarray(cols["arrival_s"], dtype=float)
         inp = np.asarray(cols["input_len"], dtype=float)
@@ -68,6 +74,13 @@ def read_trace(path: Path, where: str = "workload.trace.path", fmt: str = "auto"
             raise SpecError(f"trace {path}: {name} has missing or infinite values", where, "fill every row")
     if np.any(arrival < 0) or np.any(inp < 1) or np.any(out < 1):
         raise SpecError(f"trace {path}: times must be >= 0 and lengths >= 1", where, "fix the offending rows")
+    if np.any(inp > MAX_TOKENS) or np.any(out > MAX_TOKENS):
+        raise SpecError(f"trace {path}: a length is above {MAX_TOKENS:,} tokens (no model reads that much)", where,
+                        "fix the offending rows (lengths are tokens, not characters or bytes)")
+    if arrival.max() - arrival.min() > MAX_SPAN_S:
+        raise SpecError(f"trace {path}: its requests span {arrival.max() - arrival.min():.3g} s, more than 30 days",
+                        where, "give arrival_s in seconds from the trace's start (not milliseconds or epoch "
+                        "nanoseconds), or cut the trace")
     order = np.argsort(arrival, kind="stable")
     classes = [str(c) for c in cols.get("cls", ["trace"] * n)]
     return TraceRows(
@@ -76,6 +89,10 @@ def read_trace(path: Path, where: str = "workload.trace.path", fmt: str = "auto"
         output_len=np.rint(out[order]).astype(np.int64),
         cls=[classes[i] for i in order],
     )
+
+
+MAX_TOKENS = 10_000_000  # longer than any model's context: a unit slip or a corrupt row
+MAX_SPAN_S = 30 * 86400.0  # a benchmark replays minutes to hours; beyond a month the unit is wrong
 
 
 def _read_parquet(path: Path, where: str) -> dict[str, list]:
