@@ -139,3 +139,14 @@ def test_bad_dataset_inputs(tmp_path: Path) -> None:
         validate_workload(wl(dataset={"path": str(tmp_path / "x.txt")}))
     with pytest.raises(SpecError, match="exactly one of"):
         wl(dataset={"path": str(SHAREGPT)}, profile="dynamic")
+
+
+@pytest.mark.parametrize("name", ["sharegpt_sample.json", "sharegpt_sample.jsonl"])
+def test_a_byte_order_mark_is_not_part_of_the_json(name: str, tmp_path: Path) -> None:
+    """Files saved by Windows editors start with a UTF-8 BOM; they read as the same rows (they were refused)."""
+    plain = DATA / name
+    bom = tmp_path / name
+    bom.write_bytes(b"\xef\xbb\xbf" + plain.read_bytes())
+    a = generate(wl(dataset={"path": str(plain)}, warmup_requests=0), n=50, rate=4.0, seed=1)
+    b = generate(wl(dataset={"path": str(bom)}, warmup_requests=0), n=50, rate=4.0, seed=1)
+    assert [(r.input_len, r.output_len) for r in a] == [(r.input_len, r.output_len) for r in b]

@@ -589,6 +589,10 @@ CASES += [
                                                                "output_len": [5, 5], "cls": ["a", ""]}),
           put("workload.trace", {"path": "trace.parquet"})),
          "workload.trace.path: trace {tmp}/trace.parquet: cls is missing or empty on some rows | fix: give every row a class name, or drop the cls column"),
+    Case("trace-not-utf8", "a JSONL trace saved in Latin-1 (crashed with UnicodeDecodeError)",
+         (drop("workload.profile"), file("trace.jsonl", '{"arrival_s": 0, "input_len": 10, "output_len": 5, "cls": "caf\xe9"}\n'
+                                         .encode("latin-1")), put("workload.trace", {"path": "trace.jsonl"})),
+         "{tmp}/trace.jsonl: {tmp}/trace.jsonl is not UTF-8 text (invalid continuation byte) | fix: save the file as UTF-8"),
     # -- search-space files: values that would crash the sampler or silently switch a knob off
     Case("space-step-zero", "a float parameter with step: 0", (space_edit(param("gpu_memory_utilization", step=0)),),
          "{tmp}/space.yaml: params.gpu_memory_utilization: step must be > 0, got 0 | fix: give a positive step, or leave it out"),

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from tuner.common.errors import SpecError
+from tuner.load.trace_formats import utf8_lines
 from tuner.spec.workload import Dataset
 
 WHERE = "workload.dataset.path"
@@ -141,8 +142,17 @@ def _rows(path: Path) -> Iterator[Any]:
                         "give a ShareGPT .json/.jsonl file, a .parquet/.arrow file or a save_to_disk folder")
 
 
+def _text(path: Path) -> str:
+    """UTF-8 (a leading BOM dropped); other encodings are bad input, not a crash."""
+    try:
+        return path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise SpecError(f"dataset {path} is not UTF-8 text (byte {exc.start}: {exc.reason})", WHERE,
+                        "save the file as UTF-8") from None
+
+
 def _json(path: Path) -> Iterable[Any]:
-    text = path.read_text()
+    text = _text(path)
     try:
         data = json.loads(text)
     except json.JSONDecodeError:
@@ -155,8 +165,8 @@ def _json(path: Path) -> Iterable[Any]:
 
 
 def _jsonl(path: Path) -> Iterator[Any]:
-    with path.open() as f:
-        for lineno, line in enumerate(f, 1):
+    with path.open(encoding="utf-8-sig") as f:
+        for lineno, line in enumerate(utf8_lines(f, path), 1):
             if not line.strip():
                 continue
             try:

@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from tuner.common.errors import SpecError
 
@@ -31,8 +31,8 @@ def detect(path: Path) -> str:
     if suffix == ".csv":
         return "azure"
     if suffix in (".jsonl", ".json", ".ndjson"):
-        with path.open() as f:
-            first = next((line for line in f if line.strip()), "")
+        with path.open(encoding="utf-8-sig") as f:
+            first = next((line for line in utf8_lines(f, path) if line.strip()), "")
         try:
             row = json.loads(first)
         except json.JSONDecodeError:
@@ -44,8 +44,8 @@ def detect(path: Path) -> str:
 
 def read_azure(path: Path, where: str) -> dict[str, list]:
     cols: dict[str, list] = {"arrival_s": [], "input_len": [], "output_len": []}
-    with path.open(newline="") as f:
-        reader = csv.DictReader(f)
+    with path.open(newline="", encoding="utf-8-sig") as f:
+        reader = csv.DictReader(utf8_lines(f, path))
         missing = [c for c in AZURE_COLUMNS if c not in (reader.fieldnames or [])]
         if missing:
             raise SpecError(f"Azure trace {path} lacks column(s) {missing}", where,
@@ -64,10 +64,19 @@ def read_azure(path: Path, where: str) -> dict[str, list]:
     return cols
 
 
+def utf8_lines(f: TextIO, path: Path) -> Iterator[str]:
+    """The lines of a text file opened as UTF-8; a byte that is not UTF-8 is bad input (decoding runs ahead of
+    the lines, in blocks, so the line cannot be named)."""
+    try:
+        yield from f
+    except UnicodeDecodeError as exc:
+        raise SpecError(f"{path} is not UTF-8 text ({exc.reason})", str(path), "save the file as UTF-8") from None
+
+
 def json_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, object) for each non-blank line of a JSONL file; bad JSON is a located SpecError."""
-    with path.open() as f:
-        for lineno, line in enumerate(f, 1):
+    with path.open(encoding="utf-8-sig") as f:  # a BOM (Windows editors) is not part of the JSON
+        for lineno, line in enumerate(utf8_lines(f, path), 1):
             if not line.strip():
                 continue
             try:
