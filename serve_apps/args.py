@@ -8,14 +8,13 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from tuner.engines.registry import engine_class, names
+from tuner.spec.strict import (
+    Strict,  # the studies' rules: unknown keys, true/false as numbers, inf/nan refused
+)
 from tuner.spec.study import EngineSettings, ModelSpec, SimSettings
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class Autoscaling(Strict):
