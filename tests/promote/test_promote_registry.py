@@ -76,6 +76,11 @@ def test_winner_is_registered_with_lineage_and_a_valid_serve_config(tmp_path: Pa
 
     folder = ConfigRegistry(uri).download(mv, tmp_path / "dl")
     assert yaml.safe_load((folder / "promoted.yaml").read_text()) == config
+    # a hand edit that YAML reads as a number but no deployment can use is refused with the key
+    for key, bad in (("max_ongoing_requests", True), ("health_check_period_s", float("inf"))):
+        edited = {**app["args"], "deployment": {**app["args"]["deployment"], key: bad}}
+        with pytest.raises(ValueError, match=key):
+            AppArgs.model_validate(edited)
 
 
 def test_the_replaced_version_keeps_previous_staging_and_rollback_steps_back(tmp_path: Path, store) -> None:
