@@ -593,6 +593,15 @@ CASES += [
          (drop("workload.profile"), file("trace.jsonl", '{"arrival_s": 0, "input_len": 10, "output_len": 5, "cls": "caf\xe9"}\n'
                                          .encode("latin-1")), put("workload.trace", {"path": "trace.jsonl"})),
          "{tmp}/trace.jsonl: {tmp}/trace.jsonl is not UTF-8 text (invalid continuation byte) | fix: save the file as UTF-8"),
+    Case("engine-command-empty", "engines.vllm.command: [] (no program)",
+         (sim_engine_as("vllm", "python3"), put("engines.vllm.command", [])),
+         "{study}: engines.vllm.command: command needs the program first (a non-empty list of plain arguments) | fix: write e.g. command: [/opt/venv/bin/python, -m, vllm.entrypoints.openai.api_server], or leave it out"),
+    Case("engine-command-missing", "an engine command whose program does not exist",
+         (sim_engine_as("vllm", "python3"), put("engines.vllm.command", ["/nonexistent/bin/vllm", "serve"])),
+         "engines.vllm.command: the engine command's program '/nonexistent/bin/vllm' is not found or not executable | fix: give the program's path (or a name on PATH), or set engines.vllm.check_args: false when it exists only on the cluster's GPU nodes"),
+    Case("engine-env-bad-name", "an environment variable name with '='",
+         (sim_engine_as("vllm", "python3"), put("engines.vllm.env", {"CUDA_VISIBLE_DEVICES=0": "1"})),
+         "{study}: engines.vllm.env: 'CUDA_VISIBLE_DEVICES=0' is not an environment variable name | fix: use letters, digits and _"),
     # -- search-space files: values that would crash the sampler or silently switch a knob off
     Case("space-step-zero", "a float parameter with step: 0", (space_edit(param("gpu_memory_utilization", step=0)),),
          "{tmp}/space.yaml: params.gpu_memory_utilization: step must be > 0, got 0 | fix: give a positive step, or leave it out"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -168,6 +169,11 @@ def check_engines_installed(study: Study) -> None:
         if not hasattr(engine, "module") or not hasattr(engine, "python"):  # the simulator, plug-in engines
             continue
         settings = engine.run_settings(study)
+        command = getattr(settings, "command", None)
+        if command and getattr(settings, "check_args", True) and shutil.which(command[0]) is None:
+            raise SpecError(f"the engine command's program {command[0]!r} is not found or not executable",
+                            f"engines.{name}.command", "give the program's path (or a name on PATH), or set "
+                            f"engines.{name}.check_args: false when it exists only on the cluster's GPU nodes")
         python = engine.python(LaunchSpec.for_check(study.model, settings))
         if python is not None and getattr(settings, "check_args", True):
             check_engine_installed(name, python, engine.module)

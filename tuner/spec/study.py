@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -60,6 +61,24 @@ class EngineSettings(Strict):
     start_timeout_s: float = Field(default=600, gt=0)
     stop_timeout_s: float = Field(default=30, gt=0)
     check_args: bool = True  # validate against the engine's own parser when importable
+
+    @field_validator("command")
+    @classmethod
+    def _command(cls, v: list[str] | None) -> list[str] | None:
+        if v is not None and (not v or not v[0].strip() or any("\x00" in a for a in v)):
+            raise ValueError("command needs the program first (a non-empty list of plain arguments) | fix: write "
+                             "e.g. command: [/opt/venv/bin/python, -m, vllm.entrypoints.openai.api_server], or leave it out")
+        return v
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, v: dict[str, str]) -> dict[str, str]:
+        for name, value in v.items():  # what execve accepts: a name without '=' or NUL, a value without NUL
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+                raise ValueError(f"{name!r} is not an environment variable name | fix: use letters, digits and _")
+            if "\x00" in value:
+                raise ValueError(f"the value of {name} holds a NUL byte | fix: give plain text")
+        return v
 
 
 class CapacitySettings(Strict):
