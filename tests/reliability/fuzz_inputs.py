@@ -69,33 +69,32 @@ def dry_run(study: dict[str, Any], tmp: Path) -> tuple[int | str, str]:
     return (1 if "Traceback" in text and rc == 2 else rc), (lines[-1][:300] if lines else "")
 
 
-def fuzz_study(study_file: Path, tmp: Path, values: list[Any] = BAD) -> Iterator[Outcome]:
-    base = yaml.safe_load(study_file.read_text())
+def mutations(base: Any, values: list[Any]) -> Iterator[tuple[str, Any, Any]]:
+    """(key path, value, a copy of `base` with that one leaf replaced) for every leaf and value."""
     for path, old in list(leaves(base)):
         for bad in values if path else []:
             if bad == old and type(bad) is type(old):
                 continue
             data = copy.deepcopy(base)
             _set(data, path, bad)
-            rc, tail = dry_run(data, tmp)
-            yield Outcome(f"{study_file.name}: {'.'.join(map(str, path))}", repr(bad)[:40], rc, tail)
+            yield ".".join(map(str, path)), bad, data
+
+
+def fuzz_study(study_file: Path, tmp: Path, values: list[Any] = BAD) -> Iterator[Outcome]:
+    for key, bad, data in mutations(yaml.safe_load(study_file.read_text()), values):
+        rc, tail = dry_run(data, tmp)
+        yield Outcome(f"{study_file.name}: {key}", repr(bad)[:40], rc, tail)
 
 
 def fuzz_space(space_file: Path, study_file: Path, tmp: Path, values: list[Any] = BAD) -> Iterator[Outcome]:
     """The study searches a mutated copy of the space file."""
-    base = yaml.safe_load(space_file.read_text())
     study = yaml.safe_load(study_file.read_text())
     target = tmp / "space.yaml"
     study["search_space"] = {**(study.get("search_space") or {}), "file": str(target)}
-    for path, old in list(leaves(base)):
-        for bad in values if path else []:
-            if bad == old and type(bad) is type(old):
-                continue
-            data = copy.deepcopy(base)
-            _set(data, path, bad)
-            target.write_text(yaml.safe_dump(data, allow_unicode=True))
-            rc, tail = dry_run(study, tmp)
-            yield Outcome(f"{space_file.name}: {'.'.join(map(str, path))}", repr(bad)[:40], rc, tail)
+    for key, bad, data in mutations(yaml.safe_load(space_file.read_text()), values):
+        target.write_text(yaml.safe_dump(data, allow_unicode=True))
+        rc, tail = dry_run(study, tmp)
+        yield Outcome(f"{space_file.name}: {key}", repr(bad)[:40], rc, tail)
 
 
 def broken(outcomes: list[Outcome]) -> list[Outcome]:
