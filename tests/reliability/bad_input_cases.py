@@ -635,6 +635,10 @@ CASES += [
     # -- --resume over a folder that is not this study's
     Case("resume-other-study", "--resume on another study's output folder", (out_file("state.json", STATE), cli("--resume")),
          "--resume: output folder {tmp}/out holds study 'other', not 'bad' | fix: give that study's file, or choose another --output for 'bad'"),
+    Case("resume-changed-sla", "--resume after the SLA was edited (the finished trials were measured under the old one)",
+         (out_file("state.json", STATE.replace('"other"', '"bad"').replace("}", ', "measured": {"sla": "0123456789abcdef"}}')),
+          cli("--resume")),
+         "--resume: {study} changed since the study started: sla (the finished trials were measured under the old settings, so they would not compare) | fix: undo the change to sla (budget, resources, timeouts, the sampler, tracking and promotion may change), or run the changed study in another --output"),
     Case("resume-truncated-state", "--resume with a truncated state.json", (out_file("state.json", STATE[:40]), cli("--resume")),
          "--resume: {tmp}/out/state.json is not valid JSON (truncated or corrupt: <*>) | fix: " + RESUME_FIX),
     Case("resume-state-not-servetune", "--resume with a state.json that is not servetune's", (out_file("state.json", "[1, 2]"), cli("--resume")),

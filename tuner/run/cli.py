@@ -142,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
             from tuner.run.summary import print_plan
 
             if args.resume:  # a dry run makes every check the real run makes
-                check_resume(out, study.name, path)
+                check_resume(out, study, path)
             print_plan(study, space, out, strip_credentials(uri))
             return EXIT_OK
         out.mkdir(parents=True, exist_ok=True)  # preflight checked it can be made, and left nothing behind
@@ -151,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.resume:
             from tuner.run.resume_check import check_resume
 
-            check_resume(out, study.name, path)
+            check_resume(out, study, path)
         if left.pid:
             print(f"note: the previous run on {out} (pid {left.pid}) ended without cleaning up (killed?)"
                   + (f"; stopped {len(left.stopped)} Ray process(es) it left" if left.stopped else ""),

@@ -48,7 +48,7 @@ def _progress(study: Study, trials: int) -> Any:
 def run_study(study: Study, data: dict[str, Any], study_path: Path, space: Space, out: Path, uri: str, *,
               executor: Executor, max_concurrent: int, resume: bool, promote: bool) -> int:
     from tuner.run.driver import run_search
-    from tuner.run.resume_check import read_state
+    from tuner.run.resume_check import measured, read_state
 
     t0 = time.monotonic()
     base_dir = study_path.parent.resolve()
@@ -81,7 +81,7 @@ def run_study(study: Study, data: dict[str, Any], study_path: Path, space: Space
             _close_stale_parent(tracker, out)
         parent = tracker.start(state.get("parent_run_id"))
     write_json(out / STATE, {"parent_run_id": parent, "tracking_uri": strip_credentials(uri), "study": str(study_path),
-                             "study_name": study.name, "tracking": study.tracking.mode})
+                             "study_name": study.name, "tracking": study.tracking.mode, "measured": measured(study)})
     if not state and tracker is not None:
         tracker.log_study(study_path, space.describe(), params)
     status = "FAILED"

@@ -6,11 +6,15 @@ resuming over it would rewrite another study's state or lose its finished trials
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tuner.common.errors import SpecError
+
+if TYPE_CHECKING:
+    from tuner.spec.study import Study
 
 STATE = "state.json"
 TRIALS = "trials.parquet"
@@ -32,13 +36,44 @@ def read_state(out: Path) -> dict[str, Any]:
     return state
 
 
-def check_resume(out: Path, study_name: str, study_path: Path) -> dict[str, Any]:
-    """The state a resume continues from, after checking that it is this study's and readable."""
+# What a trial's numbers depend on: a resumed study that changed one of these would rank trials measured
+# two ways. Budget, resources, timeouts, interpreters, the sampler, tracking and promotion may change.
+_MEASURED = {"engine": None, "model": ("name", "shape", "max_model_len", "dtype", "tensor_parallel_size", "load_format"),
+             "allow": None, "speculative": None, "sim": ("flavour", "gpu", "faults"), "search_space": None,
+             "workload": None, "capacity": ("mode", "low", "high", "tolerance", "max_points", "requests_per_point",
+                                            "duration_s"), "sla": None, "objective": None}
+
+
+def measured(study: Study) -> dict[str, str]:
+    """{section: short hash} of the parts of the study its measurements depend on (kept in state.json)."""
+    data = study.model_dump(mode="json", by_alias=True)
+    out = {}
+    for key, fields in _MEASURED.items():
+        value = data.get(key)
+        if fields is not None and isinstance(value, dict):
+            value = {f: value.get(f) for f in fields}
+        out[key] = hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return out
+
+
+def check_resume(out: Path, study: Study, study_path: Path) -> dict[str, Any]:
+    """The state a resume continues from, after checking that it is this study's, measured the same way,
+    and readable."""
     state = read_state(out)
+    study_name = study.name
     other = state.get("study_name")
     if other is not None and other != study_name:
         raise SpecError(f"output folder {out} holds study {other!r}, not {study_name!r}", "--resume",
                         f"give that study's file, or choose another --output for {study_name!r}")
+    before = state.get("measured")
+    if isinstance(before, dict):  # state files from before this check have none
+        now = measured(study)
+        changed = sorted(k for k in now if k in before and before[k] != now[k])
+        if changed:
+            raise SpecError(f"{study_path} changed since the study started: {', '.join(changed)} (the finished "
+                            "trials were measured under the old settings, so they would not compare)", "--resume",
+                            f"undo the change to {', '.join(changed)} (budget, resources, timeouts, the sampler, "
+                            "tracking and promotion may change), or run the changed study in another --output")
     trials = out / TRIALS
     if trials.exists():
         try:
