@@ -602,6 +602,11 @@ CASES += [
     Case("engine-env-bad-name", "an environment variable name with '='",
          (sim_engine_as("vllm", "python3"), put("engines.vllm.env", {"CUDA_VISIBLE_DEVICES=0": "1"})),
          "{study}: engines.vllm.env: 'CUDA_VISIBLE_DEVICES=0' is not an environment variable name | fix: use letters, digits and _"),
+    Case("study-endless-file", "--study /dev/zero (read until memory ran out)", (cli("--study", "/dev/zero"),),
+         "/dev/zero: a binary file, not YAML text | fix: give the study's .yaml file"),
+    Case("study-huge-file", "a 20 MiB study file (a log given by mistake)", (file("big.yaml", "# x\n" * (5 * 2**20)),
+                                                                            cli("--study", "{tmp}/big.yaml")),
+         "{tmp}/big.yaml: larger than 16 MiB: not a study or space file | fix: give the study's .yaml file"),
     # -- search-space files: values that would crash the sampler or silently switch a knob off
     Case("space-step-zero", "a float parameter with step: 0", (space_edit(param("gpu_memory_utilization", step=0)),),
          "{tmp}/space.yaml: params.gpu_memory_utilization: step must be > 0, got 0 | fix: give a positive step, or leave it out"),

@@ -84,6 +84,9 @@ def _check_expansion(root: yaml.Node) -> None:
     size(root, 0)
 
 
+MAX_FILE_BYTES = 16 * 2**20  # studies and space files are kilobytes
+
+
 def read_text(path: Path) -> str:
     """A user file as text: a missing file, a folder, a binary or non-UTF-8 file is a located SpecError."""
     if not path.exists():
@@ -91,11 +94,15 @@ def read_text(path: Path) -> str:
     if path.is_dir():
         raise SpecError(f"{path} is a folder, not a YAML file", str(path), "give the path of a .yaml file")
     try:
-        data = path.read_bytes()
+        with path.open("rb") as f:  # bounded: /dev/zero or a huge log given by mistake must not fill memory
+            data = f.read(MAX_FILE_BYTES + 1)
     except OSError as exc:
         raise SpecError(f"cannot read {path} ({exc.strerror or exc})", str(path), "check its permissions") from None
     if b"\0" in data[:8192]:
         raise SpecError("a binary file, not YAML text", str(path), "give the study's .yaml file")
+    if len(data) > MAX_FILE_BYTES:
+        raise SpecError(f"larger than {MAX_FILE_BYTES // 2**20} MiB: not a study or space file", str(path),
+                        "give the study's .yaml file")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
