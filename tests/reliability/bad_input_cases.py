@@ -81,7 +81,7 @@ def raw(text: str) -> Edit:
 
 def cli(*args: str) -> Edit:
     def edit(c: Ctx) -> None:
-        c.args += [a.format(tmp=c.tmp) for a in args]
+        c.args += [a.format(tmp=c.tmp, root=ROOT) for a in args]
     return edit
 
 
@@ -190,7 +190,7 @@ CASES: list[Case] = [
          (put("model.name", "my-org/custom-model"),), "model.name: no simulator shape for model 'my-org/custom-model' | fix: set model.shape to one of [<*>]"),
     Case("unknown-sim-fault", "a sim fault switch that does not exist", (put("sim.faults", {"explode": True}),), "sim.faults.explode: unknown sim fault 'explode' | fix: use one of [<*>]"),
     Case("sim-time-scale-zero", "sim.time_scale 0", (put("sim.time_scale", 0),),
-         "{study}: sim.time_scale: Input should be greater than 0 | fix: give a larger value"),
+         "{study}: sim.time_scale: Input should be greater than or equal to 0.01 | fix: give a larger value"),
     # -- search space
     Case("override-low-gt-high", "override with low > high",
          (put("search_space", {"overrides": {"max_num_seqs": {"low": 512, "high": 16}}}),),
@@ -607,6 +607,19 @@ CASES += [
     Case("study-huge-file", "a 20 MiB study file (a log given by mistake)", (file("big.yaml", "# x\n" * (5 * 2**20)),
                                                                             cli("--study", "{tmp}/big.yaml")),
          "{tmp}/big.yaml: larger than 16 MiB: not a study or space file | fix: give the study's .yaml file"),
+    Case("request-timeout-tiny", "capacity.request_timeout_s: 0.001 (every request would time out; a whole study ran)",
+         (put("capacity.request_timeout_s", 0.001),),
+         "{study}: capacity.request_timeout_s: Input should be greater than or equal to 1 | fix: give a larger value"),
+    Case("capacity-first-point-endless", "capacity.low: 0.0001 req/s (the first point alone would take months)",
+         (put("capacity.low", 0.0001),),
+         "{study}: capacity: the first load point alone would send for 833 h (300 requests at 0.0001 req/s) | fix: raise capacity.low, or lower requests_per_point"),
+    Case("concurrency-below-one", "capacity.low: 0.5 streams in concurrency mode", (put("capacity.mode", "concurrency"),
+                                                                                   put("capacity.low", 0.5)),
+         "{study}: capacity: low is a number of concurrent streams, at least 1, got 0.5 | fix: give low >= 1"),
+    Case("gpus-per-trial-tiny", "resources.gpus_per_trial: 0.000001", (put("resources", {"gpus_per_trial": 1e-6}),),
+         "{study}: resources.gpus_per_trial: gpus_per_trial 1e-06 is below any usable share | fix: give 0 (the engine's tensor parallel size), a share like 0.5, or whole GPUs"),
+    Case("space-file-as-study", "a search-space file given as --study", (cli("--study", "{root}/search_spaces/vllm.yaml"),),
+         "{root}/search_spaces/vllm.yaml: {root}/search_spaces/vllm.yaml is a search-space file (it has params:), not a study | fix: give a study with --study, and point its search_space.file at vllm.yaml"),
     # -- search-space files: values that would crash the sampler or silently switch a knob off
     Case("space-step-zero", "a float parameter with step: 0", (space_edit(param("gpu_memory_utilization", step=0)),),
          "{tmp}/space.yaml: params.gpu_memory_utilization: step must be > 0, got 0 | fix: give a positive step, or leave it out"),

@@ -60,13 +60,18 @@ def override(data: dict[str, Any], section: str, flags: dict[str, Any]) -> None:
 
 
 def load(args: argparse.Namespace) -> tuple[Study, dict[str, Any], Path]:
-    from tuner.spec.load import load_yaml, validate  # here, not at the top: `--help` answers without pydantic
+    from tuner.spec.load import (  # here: `--help` answers without pydantic
+        load_yaml,
+        not_a_space_file,
+        validate,
+    )
     from tuner.spec.study import Study
 
     path = args.study or DEFAULT_STUDY
     data = load_yaml(path)
     if not isinstance(data, dict):
         raise SpecError("expected a mapping at the top level", str(path), "write key: value pairs")
+    not_a_space_file(data, path)
     for flag, value in (("--trials", args.trials), ("--max-concurrent", args.max_concurrent)):
         if value is not None and value <= 0:
             raise SpecError(f"{flag} must be > 0, got {value}", flag, "give a positive whole number")

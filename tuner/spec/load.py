@@ -214,8 +214,17 @@ def _is_union_tag(part: Any) -> bool:
         "[" in part or part in {"fixed", "normal", "lognormal", "uniform", "empirical", "SearchSpaceRef"})
 
 
+def not_a_space_file(data: Any, path: Path) -> None:
+    """A search-space file given where a study belongs gets a word of its own, not 'name is missing'."""
+    if isinstance(data, dict) and "params" in data and "name" not in data:
+        raise SpecError(f"{path} is a search-space file (it has params:), not a study", str(path),
+                        f"give a study with --study, and point its search_space.file at {path.name}")
+
+
 def load_study(path: Path) -> Study:
-    return validate(Study, load_yaml(path), str(path))
+    data = load_yaml(path)
+    not_a_space_file(data, path)
+    return validate(Study, data, str(path))
 
 
 def load_space_file(path: Path) -> SearchSpaceFile:

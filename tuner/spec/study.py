@@ -45,10 +45,10 @@ class SimSettings(Strict):
     flavour: Literal["vllm", "sglang"] = "vllm"
     gpu: str = "H200"
     mode: Literal["virtual", "server"] = "virtual"
-    time_scale: float = Field(default=1.0, gt=0)  # server face: >1 runs faster than real time
+    time_scale: float = Field(default=1.0, ge=0.01, le=1000)  # server face: >1 runs faster than real time
     faults: dict[str, Any] = {}  # server face fault switches (tests)
-    start_timeout_s: float = Field(default=120, gt=0)  # server face: readiness deadline
-    stop_timeout_s: float = Field(default=30, gt=0)  # server face: SIGTERM -> SIGKILL grace
+    start_timeout_s: float = Field(default=120, ge=1)  # server face: readiness deadline
+    stop_timeout_s: float = Field(default=30, ge=0.1)  # server face: SIGTERM -> SIGKILL grace
 
 
 class EngineSettings(Strict):
@@ -58,8 +58,8 @@ class EngineSettings(Strict):
     command: list[str] | None = None  # full command prefix instead of `python -m ...`
     env: dict[str, str] = {}
     host: str = "127.0.0.1"
-    start_timeout_s: float = Field(default=600, gt=0)
-    stop_timeout_s: float = Field(default=30, gt=0)
+    start_timeout_s: float = Field(default=600, ge=1)  # no engine is ready in less than a second
+    stop_timeout_s: float = Field(default=30, ge=0.1)
     check_args: bool = True  # validate against the engine's own parser when importable
 
     @field_validator("command")
@@ -90,14 +90,20 @@ class CapacitySettings(Strict):
     tolerance: float = Field(default=0.05, gt=0, lt=1)  # relative bisection tolerance
     max_points: int = Field(default=8, gt=0)
     requests_per_point: int = Field(default=400, gt=0)
-    duration_s: float | None = Field(default=None, gt=0)  # alternative to requests_per_point
-    request_timeout_s: float = Field(default=300, gt=0)
+    duration_s: float | None = Field(default=None, ge=1)  # alternative to requests_per_point
+    request_timeout_s: float = Field(default=300, ge=1)  # an LLM request needs more than a second
 
     @model_validator(mode="after")
     def _bounds(self) -> CapacitySettings:
         if self.low > self.high:
             raise ValueError(f"low <= high must hold, but got low={self.low:g} high={self.high:g}"
                              " | fix: lower capacity.low or raise capacity.high")
+        if self.mode == "concurrency" and self.low < 1:
+            raise ValueError(f"low is a number of concurrent streams, at least 1, got {self.low:g} | fix: give low >= 1")
+        first = self.duration_s if self.duration_s is not None else self.requests_per_point / self.low
+        if self.mode == "rate" and first > 86400:
+            raise ValueError(f"the first load point alone would send for {first / 3600:.3g} h ({self.requests_per_point} "
+                             f"requests at {self.low:g} req/s) | fix: raise capacity.low, or lower requests_per_point")
         return self
 
 
@@ -196,16 +202,24 @@ class SearchSettings(Strict):
 
 class Budget(Strict):
     trials: int = Field(default=24, gt=0)
-    time_limit_s: float | None = Field(default=None, gt=0)
+    time_limit_s: float | None = Field(default=None, ge=1)
     max_concurrent: int = Field(default=2, gt=0)
 
 
 class Resources(Strict):
     gpus_per_trial: float = Field(default=0, ge=0)  # 0 = the engine's tensor parallel size on GPU engines
-    cpus_per_trial: float = Field(default=1, gt=0)
+    cpus_per_trial: float = Field(default=1, ge=0.01)  # Ray counts in 1e-4; 0.01 is the least useful share
     # where trials run (tuner.run.executor): ray = Ray Tune trials; local = subprocesses on this host, no Ray
     executor: Literal["ray", "local"] = "ray"
-    trial_timeout_s: float | None = Field(default=None, gt=0)  # local executor: a trial process past this is stopped
+    trial_timeout_s: float | None = Field(default=None, ge=1)  # local executor: a trial process past this is stopped
+
+    @field_validator("gpus_per_trial")
+    @classmethod
+    def _gpus(cls, v: float) -> float:
+        if 0 < v < 0.01:
+            raise ValueError(f"gpus_per_trial {v:g} is below any usable share | fix: give 0 (the engine's tensor "
+                             "parallel size), a share like 0.5, or whole GPUs")
+        return v
 
 
 class Tracking(Strict):

@@ -109,7 +109,7 @@ class Trace(Strict):
 
     path: Path
     format: Literal["auto", "servetune", "azure", "mooncake"] = "auto"  # auto: by suffix and first record
-    time_scale: float = Field(default=1.0, gt=0)  # >1 replays faster
+    time_scale: float = Field(default=1.0, ge=0.01, le=10000)  # >1 replays faster
 
 
 class Dataset(Strict):
