@@ -17,6 +17,7 @@ def test_the_default_canary_is_a_fraction_of_the_confirmed_capacity() -> None:
     assert (p.load, p.seconds) == (4.0, 5)
     conc = make_study(capacity={"mode": "concurrency"}, promotion={"canary": {"load_fraction": 0.5}})
     assert plan(conc, 7.0).load == 3.0  # whole streams, rounded down
+    assert conc.capacity.low == 1  # a concurrency search starts at one stream unless told
     assert plan(make_study(), 8.0, load=8.0, seconds=2).load == 8.0  # at the capacity is allowed
 
 

@@ -85,13 +85,21 @@ class CapacitySettings(Strict):
     """Capacity search per trial: highest offered load whose SLA terms hold."""
 
     mode: Literal["rate", "concurrency"] = "rate"
-    low: float = Field(default=0.5, gt=0)  # req/s or concurrency where the search starts
+    low: float = Field(default=0.5, gt=0)  # req/s (0.5) or concurrent streams (1) where the search starts
     high: float = Field(default=64, gt=0)  # cap on the offered load
     tolerance: float = Field(default=0.05, gt=0, lt=1)  # relative bisection tolerance
     max_points: int = Field(default=8, gt=0)
     requests_per_point: int = Field(default=400, gt=0)
     duration_s: float | None = Field(default=None, ge=1)  # alternative to requests_per_point
     request_timeout_s: float = Field(default=300, ge=1)  # an LLM request needs more than a second
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_low(cls, data: Any) -> Any:
+        """The default start is per mode: half a request per second, or one stream (half a stream is none)."""
+        if isinstance(data, dict) and data.get("mode") == "concurrency" and "low" not in data:
+            return {**data, "low": 1}
+        return data
 
     @model_validator(mode="after")
     def _bounds(self) -> CapacitySettings:
