@@ -253,12 +253,16 @@ def build_space(study: Study, base_dir: Path | None = None) -> Space:
             if ov.choices is not None:
                 _check_override_choices(params[name], ov.choices, name, f"{where}.overrides.{name}")
             merged = {**params[name].model_dump(), **ov.model_dump(exclude_none=True)}
+            if ov.choices is not None:  # narrowed choices drop the needs of the choices left out
+                kept = {str(c) for c in ov.choices}
+                merged["choice_needs"] = {c: n for c, n in merged["choice_needs"].items() if c in kept}
             try:
                 params[name] = Param.model_validate(merged)
             except ValidationError as exc:
                 msg, _, fix = exc.errors()[0]["msg"].removeprefix("Value error, ").partition(" | fix: ")
                 raise SpecError(msg, f"{where}.overrides.{name}",
                                 fix or "make low <= high and keep values of the right type") from None
+        declared = dict(params)  # as the study's overrides leave them: a condition may name a widened choice
         for name in ref.fixed:
             params.pop(name, None)  # fixed arguments are not searched
         pinned = levers.guard(params, ref.fixed, study, where)
@@ -274,7 +278,7 @@ def build_space(study: Study, base_dir: Path | None = None) -> Space:
             study=study,
         )
         _check_constraints(engines[engine], where, len(spec.constraints), set(spec.params))
-        _check_conditions(spec.params, engines[engine], where, len(spec.constraints))
+        _check_conditions(spec.params, engines[engine], where, len(spec.constraints), declared)
     return Space(engines)
 
 
@@ -294,11 +298,13 @@ def _check_override_choices(p: Param, choices: list[Any], name: str, where: str)
             raise SpecError(f"choice {c!r} is not a usable number", where, f"give choices like {p.choices}")
 
 
-def _check_conditions(file_params: dict[str, Param], sp: EngineSpace, where: str, n_file: int) -> None:
+def _check_conditions(file_params: dict[str, Param], sp: EngineSpace, where: str, n_file: int,
+                      declared: dict[str, Param]) -> None:
     """A param's `when` and a constraint's `if` name known parameters with values they can take: a typo
-    there would silently switch a knob or a constraint off for the whole study."""
+    there would silently switch a knob or a constraint off for the whole study. A value counts when the file's
+    parameter or the study's override of it (`declared`: widened or narrowed choices) can take it."""
     conds: list[tuple[str, dict[str, Any]]] = [
-        (f"{where}.file params.{name}.when", p.when) for name, p in file_params.items() if p.when]
+        (f"{where}.file params.{name}.when", p.when) for name, p in {**file_params, **declared}.items() if p.when]
     conds += [(f"{where}.constraints[{i - n_file}].if" if i >= n_file else f"{where}.file constraints[{i}].if",
                c.when) for i, c in enumerate(sp.constraints) if c.when]
     for loc, cond in conds:
@@ -312,8 +318,9 @@ def _check_conditions(file_params: dict[str, Param], sp: EngineSpace, where: str
                 raise SpecError(f"condition on {key} lists no values, so it never holds", loc,
                                 f"list the {key} values it applies to, or drop the condition")
             for v in want if isinstance(want, list) else [want]:
-                if not _can_take(p, v):
-                    raise SpecError(f"{key} can never be {v!r} (its values: {_values_text(p)}), so the condition "
+                q = declared.get(key, p)
+                if not (_can_take(p, v) or _can_take(q, v)):
+                    raise SpecError(f"{key} can never be {v!r} (its values: {_values_text(q)}), so the condition "
                                     "never holds", loc, f"use one of {key}'s values")
 
 
