@@ -45,3 +45,4 @@ def test_a_value_neither_the_file_nor_the_override_takes_is_refused() -> None:
     with pytest.raises(SpecError, match=r"tensor_parallel_size can never be 4 \(its values: \[1, 2\]\)"):
         build_space(study({"overrides": {"tensor_parallel_size": {"choices": [1, 2]}},
                            "constraints": [rule({"tensor_parallel_size": 4})]}))
+

@@ -291,6 +291,12 @@ class Study(Strict):
     tracking: Tracking = Tracking()
     promotion: Promotion = Promotion()
 
+    @field_validator("output_check", mode="before")
+    @classmethod
+    def _output_check(cls, v: Any) -> Any:
+        """YAML 1.1 reads a bare `off` / `on` as false / true: take them as the words the user wrote."""
+        return {False: "off", True: "required"}.get(v, v) if isinstance(v, bool) else v
+
     @field_validator("sla", mode="before")
     @classmethod
     def _sla(cls, v: Any) -> list[SLATerm]:
