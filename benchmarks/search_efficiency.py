@@ -119,7 +119,7 @@ def load_study(workload: str, seed: int, trials: int, a: argparse.Namespace) -> 
     return validate(Study, data, str(path))
 
 
-METHODS = ("tpe-coord", "tpe-coord-nf", "tpe-coord-pf", "tpe-coord-ut", "tpe-coord-v1", "tpe-local", "random", "rf", "tpe", "cmaes", "tpe-mv", "qmc", "tpe-mv5", "nsga2", "tpe-s4", "local2", "local-s4")
+METHODS = ("tpe-coord", "tpe-coord-nf", "tpe-coord-pf", "tpe-coord-ut", "tpe-coord-v1", "tpe-local", "random", "rf", "tpe", "cmaes", "tpe-mv", "qmc", "tpe-mv5", "nsga2", "tpe-s4", "local2", "local-s4", "gp", "gp-tpe")
 
 
 def parent_knobs(space: Space) -> list[str]:
@@ -222,6 +222,12 @@ def sampler_for(method: str, study: Study, space: Space, seed: int) -> optuna.sa
         return LocalTPESampler(seed=seed, n_startup_trials=n0, local_every=2)
     if method == "tpe-s4":
         return optuna.samplers.TPESampler(seed=seed, n_startup_trials=4, constant_liar=True)
+    if method.startswith("gp"):  # Optuna's GPSampler (needs torch, not a project dependency): SLA terms as constraints;
+        # gp-tpe: the knobs outside the GP's joint space (conditional ones: the draft length) from TPE, not random
+        indep = optuna.samplers.TPESampler(seed=seed, n_startup_trials=n0, constant_liar=True) if method == "gp-tpe" else None
+        return optuna.samplers.GPSampler(seed=seed, n_startup_trials=n0, independent_sampler=indep,
+                                         constraints_func=lambda t: list((t.constraints or {}).values()) or [0.0],
+                                         warn_independent_sampling=False)
     if method == "random":
         return optuna.samplers.RandomSampler(seed=seed)
     if method == "qmc":  # scrambled Sobol over the numeric knobs; categoricals drawn independently
