@@ -2,24 +2,18 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
+from tests.search.helpers import make_study
 from tuner.common.errors import SpecError
 from tuner.search.space import build_space
 from tuner.spec.study import Study
 
-ROOT = Path(__file__).resolve().parents[2]
-
 
 def study(search_space: dict[str, Any], **over: Any) -> Study:
-    d = yaml.safe_load((ROOT / "studies" / "default.yaml").read_text())
-    d["search_space"] = search_space
-    d.update(over)
-    return Study.model_validate(d)
+    return make_study(engine="sim", search_space=search_space, **over)
 
 
 def rule(cond: dict[str, Any]) -> dict[str, Any]:

@@ -304,7 +304,7 @@ def _check_conditions(file_params: dict[str, Param], sp: EngineSpace, where: str
     there would silently switch a knob or a constraint off for the whole study. A value counts when the file's
     parameter or the study's override of it (`declared`: widened or narrowed choices) can take it."""
     conds: list[tuple[str, dict[str, Any]]] = [
-        (f"{where}.file params.{name}.when", p.when) for name, p in {**file_params, **declared}.items() if p.when]
+        (f"{where}.file params.{name}.when", p.when) for name, p in file_params.items() if p.when]
     conds += [(f"{where}.constraints[{i - n_file}].if" if i >= n_file else f"{where}.file constraints[{i}].if",
                c.when) for i, c in enumerate(sp.constraints) if c.when]
     for loc, cond in conds:
