@@ -63,7 +63,7 @@ class CoordTPESampler(PlannedSampler):
     def __init__(self, *, seed: int | None = None, n_startup_trials: int = COORD_STARTUP, move_share: float = 0.5,
                  ranked: bool = True, designed: bool = False, thompson: bool = True, local: float = 4.0,
                  constant_liar: bool = True, conditional: bool = False, child_moves: int = 1,
-                 children: str = "tpe") -> None:
+                 children: str = "tpe", minor: frozenset[str] = frozenset()) -> None:
         self._tpe = TPESampler(seed=seed, n_startup_trials=n_startup_trials, constant_liar=constant_liar,
                                multivariate=True, group=True)
         super().__init__(self._tpe, seed)
@@ -92,6 +92,7 @@ class CoordTPESampler(PlannedSampler):
         self._sweeps: dict[int, list[int]] = {}  # parent move trial -> its child-sweep move trials
         self._sweep_of: dict[int, int] = {}  # child-sweep move trial -> the parent move trial it sweeps
         self._origin: dict[int, int] = {}  # parent move trial -> the trial it moved from
+        self.minor = minor  # Optuna names of the knobs the space marks minor (`Space.minor`): moved last
 
     # ------------------------------------------------------------------ planning
 
@@ -266,8 +267,9 @@ class CoordTPESampler(PlannedSampler):
 
     def _flat_penalty(self, flat: dict[str, list[tuple[Any, Any]]], name: str, d: BaseDistribution, old: Any,
                       v: Any) -> float:
-        """Predicted-gain penalty of moving `name` from `old` to `v`: FLAT_PENALTY once any move of it was flat."""
-        return FLAT_PENALTY if name in flat else 0.0
+        """Predicted-gain penalty of moving `name` from `old` to `v`: FLAT_PENALTY once any move of it was flat,
+        and for a knob the space marks minor (its moves go after every other knob's, as a flat knob's)."""
+        return FLAT_PENALTY * ((name in flat) + (name in self.minor))
 
     def _flat(self, trials: list[FrozenTrial]) -> dict[str, list[tuple[Any, Any]]]:
         """Knobs whose move changed the objective by less than FLAT (either way) at least once: tried last;

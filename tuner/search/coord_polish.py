@@ -51,7 +51,7 @@ from tuner.search.coord import (
     _neighbours,
     _told,
 )
-from tuner.search.planned import sla_feasible, to_unit
+from tuner.search.planned import sla_feasible, snap, to_unit
 from tuner.search.support import Support
 
 COVER = (
@@ -83,10 +83,13 @@ class CoordPolishSampler(CoordTPESampler):
         pair_flat: int = 0,
         untested: float = 0.0,
         untested_cats: bool = False,
+        **kw: Any,
     ) -> CoordPolishSampler:
         """Near failures (width NEAR_FAIL) and the tighter draw (DRAW_SCALE); no polish, sweep or interval.
-        `pair_flat=PAIR_FLAT` is the benchmark's `tpe-coord-pf` (ties of told trials mark flat knobs)."""
+        `pair_flat=PAIR_FLAT` is the benchmark's `tpe-coord-pf` (ties of told trials mark flat knobs); `kw` the
+        other options (`minor`, `halves`: the benchmark's `tpe-coord-mh`)."""
         return cls(
+            **kw,
             pair_flat=pair_flat,
             untested=untested,
             untested_cats=untested_cats,
@@ -119,6 +122,8 @@ class CoordPolishSampler(CoordTPESampler):
         weigh: str = "flat",
         complete: bool = False,
         pair_gain: bool = False,
+        halves: bool = False,
+        wide: bool = False,
         **kw: Any,
     ) -> None:
         super().__init__(**kw)
@@ -143,6 +148,8 @@ class CoordPolishSampler(CoordTPESampler):
         self.weigh = weigh  # how a pair's other differences count: "flat" (1 unless known flat) or "model"
         self._flat_now: dict[str, list[tuple[Any, Any]]] = {}  # the flat knobs of the move being planned
         self.pair_gain = pair_gain  # with `untested`: a tested move predicted by its matched pairs' difference
+        self.halves = halves  # a linear numeric knob also moves to half and twice its value
+        self.wide = wide  # a linear numeric knob also moves by +- 1/2 of its range
         self.complete = complete  # in the polish (the last `polish` trials of `budget`): the start's untested
         # categorical moves (no matched pair) before every other move (`_flat_penalty`)
 
@@ -165,6 +172,13 @@ class CoordPolishSampler(CoordTPESampler):
             if self.sweep == "points" and self._polishing and not isinstance(d, CategoricalDistribution)
             else _neighbours(d, v)
         )
+        if (self.halves or self.wide) and isinstance(d, (IntDistribution, FloatDistribution)) and not d.log:
+            raws = ([v / 2, v * 2] if self.halves and d.low >= 0 else []) + \
+                ([v + 0.5 * (d.high - d.low), v - 0.5 * (d.high - d.low)] if self.wide else [])
+            for raw in raws:
+                x = snap(d, raw) if d.low <= raw <= d.high else None
+                if x is not None and x != v and x not in out:
+                    out.append(x)
         if (
             isinstance(d, CategoricalDistribution)
             or self.sweep == "none"
@@ -208,7 +222,8 @@ class CoordPolishSampler(CoordTPESampler):
         additive fit splits credit between levers that were always tried together (every good trial had DFlash
         and KV cache auto), so the untried "KV cache FP8 under DFlash" read as a loss and was never moved to."""
         pred = model.predict(plan)
-        if self.untested > 0 and name in here and not (self.untested_cats and not isinstance(d, CategoricalDistribution)):
+        if self.untested > 0 and name in here and name not in self.minor \
+                and not (self.untested_cats and not isinstance(d, CategoricalDistribution)):
             if self._support is None or self._support[0] is not model:
                 self._support = (model, Support(model, here, self.untested_most, set(self._flat_now), self.weigh))
             support = self._support[1]
@@ -258,6 +273,8 @@ class CoordPolishSampler(CoordTPESampler):
                                                 self.weigh))
             if not isinstance(d, CategoricalDistribution) or self._support[1].tested(name, d, v):
                 base += COMPLETE
+        if name in self.minor:
+            base += FLAT_PENALTY  # the space marks it minor (`Space.minor`): moved after every other knob
         return base + self._flat_only(flat, name, d, v)
 
     def _flat_only(

@@ -38,7 +38,8 @@ from tuner.search.attrs import (
     A_REJECTED,
     A_TRIAL_ID,
 )
-from tuner.search.coord import COORD_STARTUP, CoordTPESampler
+from tuner.search.coord import COORD_STARTUP
+from tuner.search.coord_polish import UNTESTED, CoordPolishSampler
 from tuner.search.feasibility import FeasibilityModel, config_key
 from tuner.search.local_tpe import LocalTPESampler
 from tuner.search.rf_sampler import RF_STARTUP, RFSampler
@@ -58,8 +59,10 @@ def make_sampler(study: Study, space: Space, offset: int = 0) -> optuna.samplers
     algo, seed = study.search.algorithm, study.seed + offset
     if algo == "tpe-local":  # the default: TPE + neighbour moves around the incumbent (benchmark in docs/search.md)
         return LocalTPESampler(seed=seed, n_startup_trials=study.search.n_startup_trials)
-    if algo == "tpe-coord":  # single-knob moves of the incumbent ranked by a model, + multivariate TPE
-        return CoordTPESampler(seed=seed, n_startup_trials=min(study.search.n_startup_trials, COORD_STARTUP))
+    if algo == "tpe-coord":  # single-knob moves of the incumbent ranked by a model, + multivariate TPE (docs/search.md:
+        # near failures, tighter draw, untested moves, the space's minor knobs last, halves; search39's fresh seeds)
+        return CoordPolishSampler.chosen(seed=seed, n_startup_trials=min(study.search.n_startup_trials, COORD_STARTUP),
+                                         untested=UNTESTED, minor=space.minor(), halves=True)
     if algo == "rf":  # random forest + EI, local search around the best trials (tuner/search/rf_sampler.py)
         return RFSampler(seed=seed, space=space, n_startup_trials=min(study.search.n_startup_trials, RF_STARTUP))
     if algo == "tpe":

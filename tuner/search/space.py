@@ -204,6 +204,10 @@ class Space:
         engine = trial.suggest_categorical("engine", names) if self.joint else names[0]
         return engine, self.engines[engine].sample(trial, f"{engine}.")
 
+    def minor(self) -> frozenset[str]:
+        """Optuna names (`<engine>.<knob>`) of the knobs the space marks `minor`: `tpe-coord` moves them last."""
+        return frozenset(f"{e}.{n}" for e, sp in self.engines.items() for n, p in sp.params.items() if p.minor)
+
     def describe(self) -> list[str]:
         lines = []
         for e, sp in self.engines.items():
@@ -211,7 +215,7 @@ class Space:
                 rng = f"{p.choices}" if p.type in ("categorical",) else (
                     "[true, false]" if p.type == "bool" else f"[{p.low:g}, {p.high:g}]{' log' if p.log else ''}")
                 cond = f" when {p.when}" if p.when else ""
-                lines.append(f"{e}.{n}: {p.type} {rng} default={p.default}{cond}")
+                lines.append(f"{e}.{n}: {p.type} {rng} default={p.default}{cond}{' (minor)' if p.minor else ''}")
             for n, why in sp.pinned.items():
                 lines.append(f"{e}.{n}: not searched: {why}")
             for c in sp.constraints:

@@ -1,0 +1,80 @@
+"""Knobs a space file marks `minor` (tpe-coord moves them after every other knob; docs/search.md)."""
+
+from __future__ import annotations
+
+import optuna
+import pytest
+from optuna.distributions import IntDistribution
+
+from tests.search.helpers import make_study, mixed_knobs
+from tuner.search.coord import CoordTPESampler
+from tuner.search.coord_polish import CoordPolishSampler
+from tuner.search.searcher import make_sampler
+from tuner.search.space import build_space
+
+
+def test_the_files_mark_the_minor_knobs_and_a_study_can_change_them() -> None:
+    space = build_space(make_study(engine="sim"))
+    assert space.minor() == {"sim.block_size", "sim.scheduling_policy", "sim.enable_prefix_caching",
+                             "sim.stream_interval"}
+    assert "sim.block_size: categorical [16, 32] default=16 (minor)" in space.describe()
+    over = {"overrides": {"stream_interval": {"minor": False}, "max_num_partial_prefills": {"minor": True}}}
+    space = build_space(make_study(engine="sim", search_space=over))
+    assert "sim.stream_interval" not in space.minor() and "sim.max_num_partial_prefills" in space.minor()
+    assert build_space(make_study(engine="sglang")).minor() == {"sglang.page_size"}
+
+
+def _moves(sampler: CoordTPESampler, n: int) -> list[str]:
+    """Told start where c = "b" doubles the objective (the best trial has c = "a"), then `n` guided trials, each
+    a move; returns the knob each move changed."""
+    study = optuna.create_study(direction="maximize", sampler=sampler)
+
+    def value(p: dict) -> float:
+        return (2.0 if p["c"] == "b" else 1.0) * (3.0 if p["b"] is False else 1.0)
+
+    for c, b in [("a", True), ("b", True), ("c", True), ("a", False)]:
+        study.enqueue_trial({"c": c, "n": 64, "f": 0.9, "p": 2, "b": b})
+        t = study.ask()
+        t.set_constraint("sla", -0.1)
+        study.tell(t, value(mixed_knobs(t)))
+    out = []
+    for _ in range(n):
+        trial = study.ask()
+        params = mixed_knobs(trial)
+        out.append(sampler.moves[trial.number][0])
+        trial.set_constraint("sla", -0.1)
+        study.tell(trial, value(params))
+    return out
+
+
+@pytest.mark.parametrize("make", [
+    lambda minor: CoordTPESampler(seed=0, n_startup_trials=0, move_share=1.0, thompson=False, minor=minor),
+    lambda minor: CoordPolishSampler(seed=0, n_startup_trials=0, move_share=1.0, draw_scale=0.0, untested=1.0,
+                                     near_fail=3.0, flat_interval=False, sweep="none", polish=0, minor=minor),
+], ids=["coord", "polish-untested"])
+def test_a_minor_knob_is_moved_after_the_knobs_not_yet_found_flat(make) -> None:  # type: ignore[no-untyped-def]
+    """c is the lever that pays: unmarked, it is moved before some knob that does nothing here (n, f, p). Marked
+    minor, each of those is moved first, and c still comes before the move that loses (b -> True)."""
+    unmarked = _moves(make(frozenset()), 8)
+    assert not {"n", "f", "p"} <= set(unmarked[:unmarked.index("c")]), unmarked
+    moves = _moves(make(frozenset({"c"})), 8)
+    first_c = moves.index("c")
+    assert {"n", "f", "p"} <= set(moves[:first_c]), moves
+    assert "b" not in moves[:first_c], moves
+
+
+def test_halves_move_a_linear_count_to_half_and_twice_its_value() -> None:
+    """A draft length at 16 of 1-16 reaches 8 in one move (+- 1/4 and 1/8 of the range reach only 12 and 14)."""
+    d = IntDistribution(1, 16)
+    assert 8 not in CoordPolishSampler.chosen()._move_values(d, 16)
+    halves = CoordPolishSampler.chosen(halves=True)
+    assert 8 in halves._move_values(d, 16) and {4, 16} <= set(halves._move_values(d, 8))
+    assert set(halves._move_values(IntDistribution(16, 1024, log=True), 64)) == {256, 16, 128, 32}  # log: as before
+
+
+def test_the_studys_tpe_coord_reads_the_minor_knobs_of_its_space() -> None:
+    study = make_study(engine="sim", search={"algorithm": "tpe-coord", "n_startup_trials": 4})
+    space = build_space(study)
+    sampler = make_sampler(study, space)
+    assert isinstance(sampler, CoordPolishSampler) and sampler.halves
+    assert sampler.minor == space.minor() and "sim.block_size" in sampler.minor
