@@ -101,7 +101,7 @@ def load_study(workload: str, seed: int, trials: int, a: argparse.Namespace) -> 
     data = load_yaml(path)
     data["seed"] = 0  # workload seed fixed: one landscape; sampler seed set apart
     spec = getattr(a, "levers", "fp8") == "spec"
-    data["allow"] = SPEC_ALLOW if spec else ALLOW
+    data["allow"] = SPEC_ALLOW if spec else [] if getattr(a, "levers", "fp8") == "none" else ALLOW
     if spec:
         data["speculative"] = {"methods": SPEC_METHODS}
     if profile:
@@ -309,8 +309,9 @@ def main() -> None:
     ap.add_argument("--requests-per-point", type=int, default=60, help="dynamic/mixed load points (study: 300)")
     ap.add_argument("--duration-s", type=float, default=6.0, help="static load points (study: 30 s)")
     ap.add_argument("--max-points", type=int, default=8, help="load points per capacity search (the studies' 8: fewer censored dynamic/mixed capacities at 16 req/s)")
-    ap.add_argument("--levers", choices=("spec", "fp8"), default="spec", help="spec: FP8 + speculative decoding "
-                    "(ngram, DFlash), the full one-GPU lever space; fp8: the earlier FP8-only landscape")
+    ap.add_argument("--levers", choices=("spec", "fp8", "none"), default="spec", help="spec: FP8 + speculative decoding "
+                    "(ngram, DFlash), the full one-GPU lever space; fp8: the earlier FP8-only landscape; none: scheduler knobs "
+                    "only (what studies/default.yaml searches, no output-changing lever allowed)")
     ap.add_argument("--screen-only", action="store_true", help="screen and size the grids, search nothing")
     ap.add_argument("--save", type=Path, default=None, help="pickle the per-workload results here")
     ap.add_argument("--combine", default=None, help="only print the summary of these --save files (comma list): "

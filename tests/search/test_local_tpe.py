@@ -1,4 +1,4 @@
-"""The default sampler (tpe-local): TPE plus neighbour moves around the best SLA-feasible trial."""
+"""tpe-local (the default before search39): TPE plus neighbour moves around the best SLA-feasible trial."""
 
 from __future__ import annotations
 
@@ -61,8 +61,8 @@ def test_an_infeasible_best_is_never_the_incumbent() -> None:
     assert local >= 1
 
 
-def test_default_study_searches_with_tpe_local_through_the_core() -> None:
-    study = make_study(search={"n_startup_trials": 4})
+def test_tpe_local_searches_through_the_core() -> None:
+    study = make_study(search={"algorithm": "tpe-local", "n_startup_trials": 4})
     assert study.search.algorithm == "tpe-local"
     assert isinstance(make_sampler(study, build_space(study)), LocalTPESampler)
     core, space = core_for(study)

@@ -72,8 +72,9 @@ def test_halves_move_a_linear_count_to_half_and_twice_its_value() -> None:
     assert set(halves._move_values(IntDistribution(16, 1024, log=True), 64)) == {256, 16, 128, 32}  # log: as before
 
 
-def test_the_studys_tpe_coord_reads_the_minor_knobs_of_its_space() -> None:
-    study = make_study(engine="sim", search={"algorithm": "tpe-coord", "n_startup_trials": 4})
+def test_the_default_sampler_tpe_coord_reads_the_minor_knobs_of_its_space() -> None:
+    study = make_study(engine="sim", search={"n_startup_trials": 4})
+    assert study.search.algorithm == "tpe-coord"
     space = build_space(study)
     sampler = make_sampler(study, space)
     assert isinstance(sampler, CoordPolishSampler) and sampler.halves

@@ -57,7 +57,7 @@ def make_sampler(study: Study, space: Space, offset: int = 0) -> optuna.samplers
     draws do not replay the first run's (they would only be skipped as duplicates).
     """
     algo, seed = study.search.algorithm, study.seed + offset
-    if algo == "tpe-local":  # the default: TPE + neighbour moves around the incumbent (benchmark in docs/search.md)
+    if algo == "tpe-local":  # TPE + neighbour moves around the incumbent (the default before search39; docs/search.md)
         return LocalTPESampler(seed=seed, n_startup_trials=study.search.n_startup_trials)
     if algo == "tpe-coord":  # single-knob moves of the incumbent ranked by a model, + multivariate TPE (docs/search.md:
         # near failures, tighter draw, untested moves, the space's minor knobs last, halves; search39's fresh seeds)

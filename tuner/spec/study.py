@@ -197,10 +197,10 @@ class SimGateSettings(Strict):
 
 
 class SearchSettings(Strict):
-    # tpe-local: TPE plus neighbour moves around the incumbent (tuner/search/local_tpe.py, docs/search.md);
-    # rf: random forest + expected improvement (tuner/search/rf_sampler.py), selectable, not the default;
-    # tpe-coord: single-knob moves ranked by a model + multivariate TPE (tuner/search/coord.py)
-    algorithm: Literal["tpe-local", "tpe-coord", "rf", "tpe", "nsga2", "random", "grid"] = "tpe-local"
+    # tpe-coord (default): single-knob moves ranked by a model + multivariate TPE (tuner/search/coord.py,
+    # coord_polish.py; benchmark in docs/search.md); tpe-local: TPE plus neighbour moves around the incumbent
+    # (tuner/search/local_tpe.py); rf: random forest + expected improvement (tuner/search/rf_sampler.py)
+    algorithm: Literal["tpe-local", "tpe-coord", "rf", "tpe", "nsga2", "random", "grid"] = "tpe-coord"
     baseline_first: bool = True
     n_startup_trials: int = Field(default=8, ge=0)
     prescreen: bool = False  # rank candidates on the simulator before real trials
