@@ -1,4 +1,5 @@
-"""Single-knob moves of the incumbent ranked by a model, on multivariate TPE (`search.algorithm: tpe-coord`).
+"""Single-knob moves of the incumbent ranked by a model, on multivariate TPE: the base of `search.algorithm:
+tpe-coord` (the default), which builds `CoordPolishSampler.chosen(...)` of tuner/search/coord_polish.py on it.
 
 Why (benchmarks/search_efficiency.py, the lever space with speculative decoding): the configs within 95 %
 of the optimum are 5-30 of 2000-3600 and need several levers at once (DFlash at the right draft length,

@@ -29,6 +29,10 @@ Chosen on the benchmark's seeds 0-29 (docs/search.md, "Near failures and a tight
 draw_scale 0.25, no polish, no sweep values, flat by knob (`tpe-coord-nf`); the polish, sweep and interval
 options lost hits there and are kept only as the benchmark's `tpe-coord-p*` variants. It reads only the
 told trials, Optuna's distributions and (for the polish) the study's trial budget.
+
+What `search.algorithm: tpe-coord` builds (search39, docs/search.md "Current sampler"): `chosen(untested=UNTESTED,
+minor=space.minor(), halves=True)`: the space's minor knobs moved last (`minor`, in the base class), a linear
+numeric also moved to half and twice its value (`halves`: a draft length 16 -> 8 -> 4).
 """
 
 from __future__ import annotations
