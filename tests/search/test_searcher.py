@@ -44,8 +44,10 @@ def test_ask_batch_numbers_configs_in_launch_order_and_stops_when_the_space_is_s
     assert 0 < len(spent) <= len(space.engines["vllm"].grid(3)) and grid.ask_batch(5) == []
 
 
-def test_joint_study_samples_both_engines_with_their_own_parameter_names() -> None:
-    study = make_study(engine=["vllm", "sglang"], search={"algorithm": "random", "baseline_first": False})
+@pytest.mark.parametrize("algorithm", ["random", "tpe-coord"])
+def test_joint_study_samples_both_engines_with_their_own_parameter_names(algorithm: str) -> None:
+    study = make_study(engine=["vllm", "sglang"], search={"algorithm": algorithm, "baseline_first": False,
+                                                          "n_startup_trials": 6})
     core, space = core_for(study)
     seen: dict[str, int] = {}
     for _ in range(30):
