@@ -61,3 +61,18 @@ def mixed_knobs(trial: optuna.Trial) -> dict[str, Any]:
             "f": trial.suggest_float("f", 0.8, 0.97, step=0.01),
             "p": trial.suggest_int("p", 1, 4),
             "b": trial.suggest_categorical("b", [True, False])}
+
+
+def lever_value(params: dict[str, Any]) -> float:
+    """The objective of `mixed_knobs` configs in the samplers' move tests: c = "b" doubles it, b = False triples it."""
+    return (2.0 if params["c"] == "b" else 1.0) * (3.0 if params["b"] is False else 1.0)
+
+
+def tell_lever_start(study: optuna.Study) -> None:
+    """Four told SLA-feasible trials at `lever_value`; the best (b = False) has c = "a", so c -> "b" is the lever
+    that pays from it."""
+    for c, b in [("a", True), ("b", True), ("c", True), ("a", False)]:
+        study.enqueue_trial({"c": c, "n": 64, "f": 0.9, "p": 2, "b": b})
+        t = study.ask()
+        t.set_constraint("sla", -0.1)
+        study.tell(t, lever_value(mixed_knobs(t)))

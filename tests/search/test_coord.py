@@ -7,7 +7,7 @@ import math
 
 import optuna
 
-from tests.search.helpers import make_study, mixed_knobs, synthetic
+from tests.search.helpers import lever_value, make_study, mixed_knobs, synthetic, tell_lever_start
 from tuner.search.coord import CoordTPESampler
 from tuner.search.searcher import SearchCore, make_sampler
 from tuner.search.space import build_space
@@ -34,14 +34,7 @@ def test_a_move_changes_exactly_one_knob_and_the_first_is_the_lever_that_paid() 
     trial a move, the first move is c -> "b" on the best trial, and every move changes one knob only."""
     sampler = CoordTPESampler(seed=0, n_startup_trials=0, move_share=1.0, thompson=False)
     study = optuna.create_study(direction="maximize", sampler=sampler)
-    def value(params: dict) -> float:
-        return (2.0 if params["c"] == "b" else 1.0) * (3.0 if params["b"] is False else 1.0)
-
-    for c, b in [("a", True), ("b", True), ("c", True), ("a", False)]:
-        study.enqueue_trial({"c": c, "n": 64, "f": 0.9, "p": 2, "b": b})
-        t = study.ask()
-        t.set_constraint("sla", -0.1)
-        study.tell(t, value(mixed_knobs(t)))
+    tell_lever_start(study)
     first = None
     for _ in range(8):
         best = max((t for t in study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))),
@@ -53,7 +46,7 @@ def test_a_move_changes_exactly_one_knob_and_the_first_is_the_lever_that_paid() 
         assert len(changed) == 1, (params, best.params)
         first = first or sampler.moves[trial.number]
         trial.set_constraint("sla", -0.1)
-        study.tell(trial, value(params))
+        study.tell(trial, lever_value(params))
     assert first == ("c", "b")
 
 

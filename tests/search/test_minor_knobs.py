@@ -6,7 +6,7 @@ import optuna
 import pytest
 from optuna.distributions import IntDistribution
 
-from tests.search.helpers import make_study, mixed_knobs
+from tests.search.helpers import lever_value, make_study, mixed_knobs, tell_lever_start
 from tuner.search.coord import CoordTPESampler
 from tuner.search.coord_polish import CoordPolishSampler
 from tuner.search.searcher import make_sampler
@@ -28,22 +28,14 @@ def _moves(sampler: CoordTPESampler, n: int) -> list[str]:
     """Told start where c = "b" doubles the objective (the best trial has c = "a"), then `n` guided trials, each
     a move; returns the knob each move changed."""
     study = optuna.create_study(direction="maximize", sampler=sampler)
-
-    def value(p: dict) -> float:
-        return (2.0 if p["c"] == "b" else 1.0) * (3.0 if p["b"] is False else 1.0)
-
-    for c, b in [("a", True), ("b", True), ("c", True), ("a", False)]:
-        study.enqueue_trial({"c": c, "n": 64, "f": 0.9, "p": 2, "b": b})
-        t = study.ask()
-        t.set_constraint("sla", -0.1)
-        study.tell(t, value(mixed_knobs(t)))
+    tell_lever_start(study)
     out = []
     for _ in range(n):
         trial = study.ask()
         params = mixed_knobs(trial)
         out.append(sampler.moves[trial.number][0])
         trial.set_constraint("sla", -0.1)
-        study.tell(trial, value(params))
+        study.tell(trial, lever_value(params))
     return out
 
 
