@@ -100,8 +100,9 @@ def load_study(workload: str, seed: int, trials: int, a: argparse.Namespace) -> 
     path = ROOT / "studies" / fname
     data = load_yaml(path)
     data["seed"] = 0  # workload seed fixed: one landscape; sampler seed set apart
-    spec = getattr(a, "levers", "fp8") == "spec"
-    data["allow"] = SPEC_ALLOW if spec else [] if getattr(a, "levers", "fp8") == "none" else ALLOW
+    levers = getattr(a, "levers", "fp8")
+    spec = levers == "spec"
+    data["allow"] = SPEC_ALLOW if spec else [] if levers == "none" else ALLOW
     if spec:
         data["speculative"] = {"methods": SPEC_METHODS}
     if profile:

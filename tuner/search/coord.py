@@ -204,6 +204,7 @@ class CoordTPESampler(PlannedSampler):
                 if sweep is not None:  # a child sweep: the residuals near the value count, as when it was set
                     gain += model.local(name, d, v) - model.local(name, d, old)
                 gain -= self._flat_penalty(flat, name, d, old, v)
+                gain -= FLAT_PENALTY * (name in self.minor)  # the space marks it minor: after every other knob
                 ranked.append((gain if self.ranked else 0.0, float(self._rng.uniform()), name, v, plan))
         if not ranked and sweep is not None:  # every child move tried: judge the parent on what was told
             self._sweeps[sweep.number] = [-1] * self.child_moves
@@ -268,9 +269,8 @@ class CoordTPESampler(PlannedSampler):
 
     def _flat_penalty(self, flat: dict[str, list[tuple[Any, Any]]], name: str, d: BaseDistribution, old: Any,
                       v: Any) -> float:
-        """Predicted-gain penalty of moving `name` from `old` to `v`: FLAT_PENALTY once any move of it was flat,
-        and for a knob the space marks minor (its moves go after every other knob's, as a flat knob's)."""
-        return FLAT_PENALTY * ((name in flat) + (name in self.minor))
+        """Predicted-gain penalty of moving `name` from `old` to `v`: FLAT_PENALTY once any move of it was flat."""
+        return FLAT_PENALTY if name in flat else 0.0
 
     def _flat(self, trials: list[FrozenTrial]) -> dict[str, list[tuple[Any, Any]]]:
         """Knobs whose move changed the objective by less than FLAT (either way) at least once: tried last;

@@ -277,8 +277,6 @@ class CoordPolishSampler(CoordTPESampler):
                                                 self.weigh))
             if not isinstance(d, CategoricalDistribution) or self._support[1].tested(name, d, v):
                 base += COMPLETE
-        if name in self.minor:
-            base += FLAT_PENALTY  # the space marks it minor (`Space.minor`): moved after every other knob
         return base + self._flat_only(flat, name, d, v)
 
     def _flat_only(
