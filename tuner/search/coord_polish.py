@@ -128,6 +128,7 @@ class CoordPolishSampler(CoordTPESampler):
         pair_gain: bool = False,
         halves: bool = False,
         wide: bool = False,
+        fine: float = 0.0,
         **kw: Any,
     ) -> None:
         super().__init__(**kw)
@@ -154,6 +155,7 @@ class CoordPolishSampler(CoordTPESampler):
         self.pair_gain = pair_gain  # with `untested`: a tested move predicted by its matched pairs' difference
         self.halves = halves  # a linear numeric knob also moves to half and twice its value
         self.wide = wide  # a linear numeric knob also moves by +- 1/2 of its range
+        self.fine = fine  # penalty of a fine numeric step (x2 on a log range, < 1/5 of a linear one): coarse first
         self.complete = complete  # in the polish (the last `polish` trials of `budget`): the start's untested
         # categorical moves (no matched pair) before every other move (`_flat_penalty`)
 
@@ -277,6 +279,8 @@ class CoordPolishSampler(CoordTPESampler):
                                                 self.weigh))
             if not isinstance(d, CategoricalDistribution) or self._support[1].tested(name, d, v):
                 base += COMPLETE
+        if self.fine and _fine_step(d, old, v):
+            base += self.fine
         return base + self._flat_only(flat, name, d, v)
 
     def _flat_only(
@@ -296,6 +300,15 @@ class CoordPolishSampler(CoordTPESampler):
             if lo - 1e-9 <= u <= hi + 1e-9:
                 return FLAT_PENALTY
         return FLAT_PENALTY * self.outside
+
+
+def _fine_step(d: BaseDistribution, old: Any, v: Any) -> bool:
+    """A small numeric step: at most x3 on a log range, under 1/5 of a linear range."""
+    if not isinstance(d, (IntDistribution, FloatDistribution)) or old is None or math.isclose(d.low, d.high):
+        return False
+    if d.log:
+        return bool(max(v / old, old / v) < 3.0) if old > 0 and v > 0 else False
+    return abs(v - old) < 0.2 * (d.high - d.low)
 
 
 def _pair_flat(told: list[FrozenTrial], most: int) -> dict[str, list[tuple[Any, Any]]]:
