@@ -55,6 +55,7 @@ from tuner.search.local_tpe import LocalTPESampler  # noqa: E402
 from tuner.search.rf_sampler import RFSampler  # noqa: E402
 from tuner.search.searcher import SearchCore, make_sampler  # noqa: E402
 from tuner.search.space import Space, build_space  # noqa: E402
+from tuner.spec.levers import unfold  # noqa: E402
 from tuner.spec.load import load_yaml, validate  # noqa: E402
 from tuner.spec.study import Study  # noqa: E402
 
@@ -88,11 +89,7 @@ class Oracle:
         """Launch args back as knob values: a structured arg (`speculative_config` as one dict) gives its
         fields as `speculative_config.method`, ...; without this every speculative config would be scored
         as speculative decoding off."""
-        out = dict(args)
-        for k, v in args.items():
-            if isinstance(v, dict):
-                out.update({f"{k}.{f}": x for f, x in v.items() if f"{k}.{f}" in self.grid.sp.params})
-        return out
+        return unfold(args, self.grid.sp.params)
 
 
 def load_study(workload: str, seed: int, trials: int, a: argparse.Namespace) -> Study:

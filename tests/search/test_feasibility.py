@@ -91,3 +91,30 @@ def test_classifier_predicts_a_failure_region_after_a_few_examples() -> None:
     why = model.predict("vllm", {"max_num_seqs": 500, "gpu_memory_utilization": 0.96, "max_num_batched_tokens": 1024})
     assert why is not None and "classifier" in why
     assert model.predict("vllm", {"max_num_seqs": 40, "gpu_memory_utilization": 0.86}) is None
+
+
+def test_the_classifier_reads_the_speculative_config_the_args_carry_as_one_dict() -> None:
+    """vLLM's `--speculative-config` is one JSON arg; the classifier reads params by their sampled names
+    (`speculative_config.method`). Before the fix every config read as speculation off: DFlash OOMs at a size
+    where plain decoding runs were then one region with those runs, and the DFlash config was let through."""
+    from tests.search.test_levers import DFLASH, study
+
+    st = study(allow=["speculative_decoding"], speculative=DFLASH)
+    sp = build_space(st).engines["sim"]
+
+    def args(method: str, seqs: int, mem: float = 0.95) -> dict[str, Any]:
+        values = {"max_num_seqs": seqs, "gpu_memory_utilization": mem, "speculative_config.method": method,
+                  "speculative_config.num_speculative_tokens": 8}
+        return sp.apply_constraints(values)[0]
+
+    model = FeasibilityModel({"sim": sp}, use_classifier=True, min_failures=2, threshold=0.7)
+    assert model.full("sim", args("dflash", 256))["speculative_config.method"] == "dflash"
+    for i, seqs in enumerate([300, 420, 512, 640]):
+        model.observe("sim", args("dflash", seqs), TrialOutcome.OOM, i)
+        model.observe("sim", args("none", seqs + 10), TrialOutcome.OK, 10 + i)
+    for i, seqs in enumerate([16, 32, 64]):
+        model.observe("sim", args("dflash", seqs), TrialOutcome.OK, 20 + i)
+    # a smaller memory share: no OOM rule covers it (each needs >= 0.95), only the classifier can say it
+    why = model.predict("sim", args("dflash", 470, mem=0.9))
+    assert why is not None and "classifier" in why, why
+    assert model.predict("sim", args("none", 470, mem=0.9)) is None

@@ -78,8 +78,11 @@ class FeasibilityModel:
     _streak: int = 0  # classifier rejections in a row
 
     def full(self, engine: str, args: dict[str, Any]) -> dict[str, Any]:
-        """Launched args completed with the space's defaults, so configs compare on the same keys."""
-        return {**self.spaces[engine].defaults(), **args}
+        """Launched args completed with the space's defaults, so configs compare on the same keys; a structured
+        arg's fields under their param names too (else the classifier reads every speculative config as off)."""
+        from tuner.spec.levers import unfold
+
+        return {**self.spaces[engine].defaults(), **unfold(args, self.spaces[engine].params)}
 
     def observe(self, engine: str, args: dict[str, Any], outcome: TrialOutcome, number: int = -1,
                 reason: str = "") -> None:

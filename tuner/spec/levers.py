@@ -146,6 +146,18 @@ def fold(args: Mapping[str, Any], params: Mapping[str, Param], study: Study) -> 
     return out
 
 
+def unfold(args: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str, Any]:
+    """Engine args -> also the sampled names: a structured arg (`speculative_config` as one dict) gives its fields
+    that are params as `speculative_config.method`, ... (the inverse of `fold` for what was sampled). Why: a model
+    that reads configs by param name (the feasibility classifier) otherwise sees every speculative config as the
+    defaults."""
+    out = dict(args)
+    for k, v in args.items():
+        if isinstance(v, dict):
+            out.update({f"{k}.{f}": x for f, x in v.items() if f"{k}.{f}" in params})
+    return out
+
+
 def _put(out: dict[str, Any], nested: dict[str, dict[str, Any]], name: str, value: Any) -> None:
     if "." in name:
         head, field = name.split(".", 1)
