@@ -39,6 +39,7 @@ import pickle
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -48,13 +49,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.search_grid import FLAT, Grid  # noqa: E402
-from tuner.search.ask_tell import TrialReport  # noqa: E402
+from tuner.search.ask_tell import Suggestion, TrialReport  # noqa: E402
 from tuner.search.coord import COORD_STARTUP, CoordTPESampler  # noqa: E402
 from tuner.search.coord_polish import PAIR_FLAT, UNTESTED, CoordPolishSampler  # noqa: E402
 from tuner.search.local_tpe import LocalTPESampler  # noqa: E402
 from tuner.search.rf_sampler import RFSampler  # noqa: E402
 from tuner.search.searcher import SearchCore, make_sampler  # noqa: E402
-from tuner.search.space import Space, build_space  # noqa: E402
+from tuner.search.space import EngineSpace, Space, build_space  # noqa: E402
 from tuner.spec.levers import unfold  # noqa: E402
 from tuner.spec.load import load_yaml, validate  # noqa: E402
 from tuner.spec.study import Study  # noqa: E402
@@ -118,6 +119,12 @@ def load_study(workload: str, seed: int, trials: int, a: argparse.Namespace) -> 
 
 
 METHODS = ("tpe-coord", "tpe-coord-nf", "tpe-coord-pf", "tpe-coord-ut", "tpe-coord-v1", "tpe-local", "random", "rf", "tpe", "cmaes", "tpe-mv", "qmc", "tpe-mv5", "nsga2", "tpe-s4", "local2", "local-s4", "gp", "gp-tpe")
+
+
+def grid_for(workload: str, study: Study, sp: EngineSpace, a: argparse.Namespace) -> Grid:
+    """The landscape of a workload and `a.levers`, its table cached by name and the capacity settings."""
+    name = workload if a.levers == "fp8" else f"{workload}-{a.levers}"
+    return Grid(name, study, sp, {"rpp": a.requests_per_point, "dur": a.duration_s, "mp": a.max_points})
 
 
 def parent_knobs(space: Space) -> list[str]:
@@ -247,8 +254,10 @@ def sampler_for(method: str, study: Study, space: Space, seed: int) -> optuna.sa
 
 
 def run_search(oracle: Oracle, study: Study, sampler: optuna.samplers.BaseSampler, trials: int,
-               seed: int) -> dict[str, Any]:
-    """One search of `trials` launched configs, `max_concurrent` at a time; best objective after each."""
+               seed: int, on_tell: Callable[[SearchCore, Suggestion, TrialReport], None] | None = None
+               ) -> dict[str, Any]:
+    """One search of `trials` launched configs, `max_concurrent` at a time; best objective after each.
+    `on_tell` sees each launched config and its report once told (benchmarks/search_trace.py)."""
     core = SearchCore(study.model_copy(update={"seed": seed}), oracle.grid_space, sampler=sampler)
 
     best_by_n: list[float | None] = []
@@ -258,7 +267,10 @@ def run_search(oracle: Oracle, study: Study, sampler: optuna.samplers.BaseSample
         if not batch:
             break
         for cfg in batch:
-            core.tell(cfg.number, oracle.score(cfg.engine, cfg.args))
+            report = oracle.score(cfg.engine, cfg.args)
+            core.tell(cfg.number, report)
+            if on_tell is not None:
+                on_tell(core, cfg, report)
             v = oracle.value(cfg.args)
             if v is not None and (best is None or v > best):
                 best = v
@@ -333,7 +345,7 @@ def main() -> None:
         study = load_study(wl, 0, a.trials, a)
         space = build_space(study, ROOT / "studies")
         sp = space.engines[study.engine_names[0]]
-        grid = Grid(wl if a.levers == "fp8" else f"{wl}-{a.levers}", study, sp, {"rpp": a.requests_per_point, "dur": a.duration_s, "mp": a.max_points})
+        grid = grid_for(wl, study, sp, a)
         eff = grid.screen()
         flat = grid.flat()
         print(f"[{wl}] screen ({len(grid.table)} configs): largest relative effect per knob: "

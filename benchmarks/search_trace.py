@@ -20,29 +20,26 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.search_efficiency import Oracle, load_study, sampler_for  # noqa: E402
-from benchmarks.search_grid import Grid  # noqa: E402
+from benchmarks.search_efficiency import Oracle, grid_for, load_study, run_search, sampler_for  # noqa: E402
+from tuner.search.ask_tell import Suggestion, TrialReport  # noqa: E402
+from tuner.search.attrs import A_NUMBER  # noqa: E402
 from tuner.search.searcher import SearchCore  # noqa: E402
 from tuner.search.space import build_space  # noqa: E402
 
 
 def trace(oracle: Oracle, study: Any, space: Any, method: str, seed: int, trials: int) -> list[dict[str, Any]]:
-    """One search as search_efficiency runs it; per launched trial: grid point, value, outcome, planned move."""
+    """One search as search_efficiency runs it (`run_search`); per launched trial: grid point, value, outcome and
+    the move that planned it (the sampler keys moves by Optuna trial, found through its launch number)."""
     sampler = sampler_for(method, study, space, seed)
-    core = SearchCore(study.model_copy(update={"seed": seed}), oracle.grid_space, sampler=sampler)
     moves = getattr(sampler, "moves", {})
     out: list[dict[str, Any]] = []
-    while len(out) < trials:
-        batch = core.ask_batch(min(study.budget.max_concurrent, trials - len(out)))
-        if not batch:
-            break
-        numbers = {c.number: (core._trials.get(c.number).number if core._trials.get(c.number) else -1) for c in batch}
-        for cfg in batch:
-            report = oracle.score(cfg.engine, cfg.args)
-            core.tell(cfg.number, report)
-            point = oracle.grid.point(oracle.unfold(cfg.args))
-            out.append({"point": point, "value": oracle.value(cfg.args) or 0.0, "outcome": report.outcome.value,
-                        "move": moves.get(numbers[cfg.number])})
+
+    def told(core: SearchCore, cfg: Suggestion, report: TrialReport) -> None:
+        trial = next(t for t in core.optuna.get_trials(deepcopy=False) if t.user_attrs.get(A_NUMBER) == cfg.number)
+        out.append({"point": oracle.grid.point(oracle.unfold(cfg.args)), "value": oracle.value(cfg.args) or 0.0,
+                    "outcome": report.outcome.value, "move": moves.get(trial.number)})
+
+    run_search(oracle, study, sampler, trials, seed, on_tell=told)
     return out
 
 
@@ -59,7 +56,7 @@ def main() -> None:
     study = load_study(a.workload, 0, a.trials, opts)
     space = build_space(study, ROOT / "studies")
     sp = space.engines[study.engine_names[0]]
-    grid = Grid(f"{a.workload}-spec", study, sp, {"rpp": 60, "dur": 6.0, "mp": 8})
+    grid = grid_for(a.workload, study, sp, opts)
     grid.screen()
     opt = grid.enumerate()[0]
     oracle = Oracle(grid, space)

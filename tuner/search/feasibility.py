@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from tuner.search.space import EngineSpace
+from tuner.spec.levers import MEMORY_CONTEXT, unfold
 from tuner.trial.outcome import TrialOutcome
 
 
@@ -49,8 +50,6 @@ class OOMRule:
 
 
 def _context(full: dict[str, Any]) -> dict[str, str]:
-    from tuner.spec.levers import MEMORY_CONTEXT
-
     return {k: str(full[k]) for k in MEMORY_CONTEXT if full.get(k) not in (None, "none", "auto", 1)}
 
 
@@ -80,8 +79,6 @@ class FeasibilityModel:
     def full(self, engine: str, args: dict[str, Any]) -> dict[str, Any]:
         """Launched args completed with the space's defaults, so configs compare on the same keys; a structured
         arg's fields under their param names too (else the classifier reads every speculative config as off)."""
-        from tuner.spec.levers import unfold
-
         return {**self.spaces[engine].defaults(), **unfold(args, self.spaces[engine].params)}
 
     def observe(self, engine: str, args: dict[str, Any], outcome: TrialOutcome, number: int = -1,
