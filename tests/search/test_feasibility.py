@@ -14,7 +14,7 @@ from tuner.trial.outcome import TrialOutcome
 def _params(mns: int, gmu: float, mbt: int = 8192) -> dict[str, Any]:
     return {"vllm.max_num_seqs": mns, "vllm.max_num_batched_tokens": mbt, "vllm.gpu_memory_utilization": gmu,
             "vllm.block_size": 16, "vllm.enable_chunked_prefill": True, "vllm.max_num_partial_prefills": 1,
-            "vllm.scheduling_policy": "fcfs"}
+            "vllm.scheduling_policy": "fcfs", "vllm.max_cudagraph_capture_size": 1024}
 
 
 def test_known_oom_config_is_not_relaunched_nor_anything_larger() -> None:
@@ -47,6 +47,20 @@ def test_rule_is_dropped_when_a_larger_config_runs() -> None:
     model.observe("vllm", {**bigger, "max_num_seqs": 1000}, TrialOutcome.OK, 4)  # ran fine: the rule was wrong
     assert model.predict("vllm", bigger) is None
     assert model.predict("vllm", big) is not None  # the exact failure is still remembered
+
+
+def test_a_run_with_smaller_cuda_graphs_keeps_the_rule_of_larger_ones() -> None:
+    """An OOM at the 2048-token capture size is not contradicted by the same config running with 512: graphs
+    need memory of their own, so the rule still covers larger graphs (it did not before they were a memory knob)."""
+    space = build_space(make_study())
+    model = FeasibilityModel(space.engines, use_classifier=False)
+    big = {"max_num_seqs": 256, "max_num_batched_tokens": 8192, "gpu_memory_utilization": 0.97,
+           "max_cudagraph_capture_size": 2048}
+    model.observe("vllm", big, TrialOutcome.OOM, 3)
+    model.observe("vllm", {**big, "max_cudagraph_capture_size": 512}, TrialOutcome.OK, 4)
+    why = model.predict("vllm", {**big, "max_num_seqs": 300})
+    assert why is not None and "max_cudagraph_capture_size >= 2048" in why
+    assert model.predict("vllm", {**big, "max_num_seqs": 300, "max_cudagraph_capture_size": 1024}) is None
 
 
 def test_crashes_and_timeouts_teach_nothing_about_the_config() -> None:

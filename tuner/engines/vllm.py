@@ -44,7 +44,9 @@ class VLLMEngine(ServerEngine):
     switches = frozenset({"headless", "grpc", "data_parallel_multi_port_external_lb", "disable_log_stats",
                           "aggregate_engine_logging"})
 
-    memory_knobs = ("gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens")
+    # CUDA graphs are captured after the KV cache is sized: a larger capture size can run out of memory at a
+    # memory share that runs with the default (as SGLang's cuda_graph_max_bs)
+    memory_knobs = ("gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens", "max_cudagraph_capture_size")
     metric_names = {
         "running": ("num_requests_running",),
         "waiting": ("num_requests_waiting",),
