@@ -131,6 +131,9 @@ class CoordPolishSampler(CoordTPESampler):
         halves: bool = False,
         wide: bool = False,
         fine: float = 0.0,
+        rotate: float = 0.0,
+        rotate_near: float = 2.0,
+        rotate_cats: bool = False,
         **kw: Any,
     ) -> None:
         super().__init__(**kw)
@@ -158,6 +161,9 @@ class CoordPolishSampler(CoordTPESampler):
         self.halves = halves  # a linear numeric knob also moves to half and twice its value
         self.wide = wide  # a linear numeric knob also moves by +- 1/2 of its range
         self.fine = fine  # penalty of a fine numeric step (x2 on a log range, < 1/5 of a linear one): coarse first
+        self.rotate, self.rotate_near, self.rotate_cats = rotate, rotate_near, rotate_cats  # penalty per launched move of the knob from a start
+        # within `rotate_near` knobs of this one: knobs not yet moved near here go first
+        self._launched_moves: list[tuple[str, dict[str, Any]]] = []  # (knob, its start's params) per launched move
         self.complete = complete  # in the polish (the last `polish` trials of `budget`): the start's untested
         # categorical moves (no matched pair) before every other move (`_flat_penalty`)
 
@@ -252,12 +258,26 @@ class CoordPolishSampler(CoordTPESampler):
         return max(pred, model.predict(here))
 
     def _flat(self, trials: list[FrozenTrial]) -> dict[str, list[tuple[Any, Any]]]:
+        if self.rotate:
+            by_number = {t.number: t for t in trials}
+            self._launched_moves = [
+                (name, by_number[self._start_of[n]].params)
+                for n, (name, _) in self.moves.items()
+                if n in by_number and self._start_of.get(n) in by_number and _launched(by_number[n])
+                and not self._improved(by_number[n])
+            ]
         out = super()._flat(trials)
         if self.pair_flat > 0:
             for name, moves in _pair_flat([t for t in trials if _told(t)], self.pair_flat).items():
                 out.setdefault(name, []).extend(moves)
         self._flat_now = out
         return out
+
+    def _improved(self, t: FrozenTrial) -> bool:
+        """A told move that beat the objective it moved from by FLAT (SLA-feasible): a direction worth going on in."""
+        base = self._from.get(t.number)
+        return (t.state == TrialState.COMPLETE and bool(t.values) and sla_feasible(t) and bool(base)
+                and t.values[0] >= base * (1 + FLAT))
 
     def _flat_penalty(
         self, flat: dict[str, list[tuple[Any, Any]]], name: str, d: BaseDistribution, old: Any, v: Any
@@ -283,6 +303,10 @@ class CoordPolishSampler(CoordTPESampler):
                 base += COMPLETE
         if self.fine and _fine_step(d, old, v):
             base += self.fine
+        if self.rotate and self._model_now is not None and not (self.rotate_cats and not isinstance(d, CategoricalDistribution)):
+            dists = self._model_now.dists
+            base += self.rotate * sum(1 for k, start in self._launched_moves
+                                      if k == name and _distance(dists, start, self._start_params) <= self.rotate_near)
         return base + self._flat_only(flat, name, d, v)
 
     def _flat_only(
@@ -302,6 +326,11 @@ class CoordPolishSampler(CoordTPESampler):
             if lo - 1e-9 <= u <= hi + 1e-9:
                 return FLAT_PENALTY
         return FLAT_PENALTY * self.outside
+
+
+def _launched(t: FrozenTrial) -> bool:
+    """A trial that ran or is running (not skipped before launch as predicted to fail or as a duplicate)."""
+    return t.state != TrialState.FAIL or (A_REJECTED not in t.user_attrs and A_DUPLICATE not in t.user_attrs)
 
 
 def _fine_step(d: BaseDistribution, old: Any, v: Any) -> bool:
