@@ -46,7 +46,7 @@ from optuna.distributions import BaseDistribution, CategoricalDistribution, Floa
 from optuna.study import Study
 from optuna.trial import FrozenTrial, TrialState
 
-from tuner.search.attrs import A_DUPLICATE, A_REJECTED
+from tuner.search.attrs import A_DUPLICATE, A_OUTCOME, A_REJECTED
 from tuner.search.coord import (
     FLAT,
     FLAT_PENALTY,
@@ -54,11 +54,13 @@ from tuner.search.coord import (
     _Additive,
     _candidates,
     _from_unit,
+    _key,
     _neighbours,
     _told,
 )
-from tuner.search.planned import sla_feasible, snap, to_unit
+from tuner.search.planned import incumbent, sla_feasible, snap, to_unit
 from tuner.search.support import Support
+from tuner.trial.outcome import TrialOutcome
 
 COVER = (
     10.0  # polish with `cover`: penalty per earlier move of the knob from the same start (beyond any gain)
@@ -134,6 +136,7 @@ class CoordPolishSampler(CoordTPESampler):
         rotate: float = 0.0,
         rotate_near: float = 2.0,
         rotate_cats: bool = False,
+        relief: frozenset[str] = frozenset(),
         **kw: Any,
     ) -> None:
         super().__init__(**kw)
@@ -163,9 +166,53 @@ class CoordPolishSampler(CoordTPESampler):
         self.fine = fine  # penalty of a fine numeric step (x2 on a log range, < 1/5 of a linear one): coarse first
         self.rotate, self.rotate_near, self.rotate_cats = rotate, rotate_near, rotate_cats  # penalty per launched move of the knob from a start
         # within `rotate_near` knobs of this one: knobs not yet moved near here go first
+        self.relief = relief  # Optuna names of the memory knobs: a move that ran out of memory is tried once more
+        # with each of them a coarse step lower (a lever such as DFlash is not judged by one config's memory)
+        self._relieved: set[int] = set()  # out-of-memory move trials already retried with relief
         self._launched_moves: list[tuple[str, dict[str, Any]]] = []  # (knob, its start's params) per launched move
         self.complete = complete  # in the polish (the last `polish` trials of `budget`): the start's untested
         # categorical moves (no matched pair) before every other move (`_flat_penalty`)
+
+    def _best_move(self, study: Study, trial: FrozenTrial) -> dict[str, Any] | None:
+        if self.relief:
+            plan = self._relief_plan(study, trial)
+            if plan is not None:
+                return plan
+        return super()._best_move(study, trial)
+
+    def _relief_plan(self, study: Study, trial: FrozenTrial) -> dict[str, Any] | None:
+        """The latest out-of-memory move of a knob that is not a memory knob, from a trial still within FLAT of the
+        incumbent, retried with every memory knob of that start a coarse step lower (x1/4 on a log range, -1/4 of a
+        linear one); None when there is none to retry."""
+        trials = study.get_trials(deepcopy=False)
+        by_number = {t.number: t for t in trials}
+        best = incumbent(study, [t for t in trials if _told(t) and t.state == TrialState.COMPLETE])
+        if best is None:
+            return None
+        seen = {_key(t.params) for t in trials if t.number != trial.number}
+        for n in sorted(self.moves, reverse=True):
+            t, (name, v) = by_number.get(n), self.moves[n]
+            start = by_number.get(self._start_of.get(n, -1))
+            if (t is None or start is None or n in self._relieved or name in self.relief or not start.values
+                    or t.user_attrs.get(A_OUTCOME) != TrialOutcome.OOM.value):
+                continue
+            if start.values[0] < best.values[0] * (1 - FLAT):  # moves from a point that is no longer (near) the best
+                continue
+            self._relieved.add(n)
+            plan = dict(t.params)  # the failed move as launched (children of the moved knob included)
+            for m in self.relief & set(plan):
+                d = best.distributions.get(m)
+                if isinstance(d, (IntDistribution, FloatDistribution)):
+                    raw = plan[m] / 4 if d.log else plan[m] - (d.high - d.low) / 4
+                    plan[m] = snap(d, max(d.low, raw))
+            if plan == t.params or _key(plan) in seen:
+                continue
+            self.moves[trial.number] = (name, v)
+            self._from[trial.number] = start.values[0]
+            self._moved_from[trial.number] = start.params.get(name)
+            self._start_of[trial.number] = start.number
+            return plan
+        return None
 
     def _move_due(self, study: Study) -> bool:
         if not self.budget or self.polish <= 0:
@@ -276,8 +323,8 @@ class CoordPolishSampler(CoordTPESampler):
     def _improved(self, t: FrozenTrial) -> bool:
         """A told move that beat the objective it moved from by FLAT (SLA-feasible): a direction worth going on in."""
         base = self._from.get(t.number)
-        return (t.state == TrialState.COMPLETE and bool(t.values) and sla_feasible(t) and bool(base)
-                and t.values[0] >= base * (1 + FLAT))
+        return (base is not None and base > 0 and t.state == TrialState.COMPLETE and bool(t.values)
+                and sla_feasible(t) and t.values[0] >= base * (1 + FLAT))
 
     def _flat_penalty(
         self, flat: dict[str, list[tuple[Any, Any]]], name: str, d: BaseDistribution, old: Any, v: Any

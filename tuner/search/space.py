@@ -208,6 +208,10 @@ class Space:
         """Optuna names (`<engine>.<knob>`) of the knobs the space marks `minor`: `tpe-coord` moves them last."""
         return frozenset(f"{e}.{n}" for e, sp in self.engines.items() for n, p in sp.params.items() if p.minor)
 
+    def memory(self) -> frozenset[str]:
+        """Optuna names of the knobs whose larger values need more GPU memory (the engines' `memory_knobs`)."""
+        return frozenset(f"{e}.{n}" for e, sp in self.engines.items() for n in sp.memory_knobs if n in sp.params)
+
     def describe(self) -> list[str]:
         lines = []
         for e, sp in self.engines.items():
