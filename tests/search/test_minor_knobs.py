@@ -71,6 +71,7 @@ def test_the_default_sampler_tpe_coord_reads_the_minor_knobs_of_its_space() -> N
     sampler = make_sampler(study, space)
     assert isinstance(sampler, CoordPolishSampler) and sampler.halves
     assert sampler.minor == space.minor() and "sim.block_size" in sampler.minor
+    assert sampler.relief == space.memory() and {"sim.max_num_seqs", "sim.max_cudagraph_capture_size"} <= sampler.relief
 
 
 def test_fine_steps_wait_for_the_coarse_ones() -> None:
