@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import optuna
@@ -76,3 +77,19 @@ def tell_lever_start(study: optuna.Study) -> None:
         t = study.ask()
         t.set_constraint("sla", -0.1)
         study.tell(t, lever_value(mixed_knobs(t)))
+
+
+def tell_moves(sampler: Any, n: int, objective: Callable[[dict[str, Any]], float] = lever_value
+               ) -> list[tuple[dict[str, Any], tuple[str, Any] | None]]:
+    """`tell_lever_start`, then `n` guided trials of `sampler` told SLA-feasible at `objective`: each trial's params
+    and the move the sampler planned for it (None for a draw)."""
+    study = optuna.create_study(direction="maximize", sampler=sampler)
+    tell_lever_start(study)
+    out = []
+    for _ in range(n):
+        trial = study.ask()
+        params = mixed_knobs(trial)
+        out.append((params, sampler.moves.get(trial.number)))
+        trial.set_constraint("sla", -0.1)
+        study.tell(trial, objective(params))
+    return out

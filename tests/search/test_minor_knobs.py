@@ -6,7 +6,7 @@ import optuna
 import pytest
 from optuna.distributions import FloatDistribution, IntDistribution
 
-from tests.search.helpers import lever_value, make_study, mixed_knobs, tell_lever_start
+from tests.search.helpers import lever_value, make_study, mixed_knobs, tell_lever_start, tell_moves
 from tuner.search.coord import CoordTPESampler
 from tuner.search.coord_polish import CoordPolishSampler
 from tuner.search.searcher import make_sampler
@@ -27,16 +27,7 @@ def test_the_files_mark_the_minor_knobs_and_a_study_can_change_them() -> None:
 def _moves(sampler: CoordTPESampler, n: int) -> list[str]:
     """Told start where c = "b" doubles the objective (the best trial has c = "a"), then `n` guided trials, each
     a move; returns the knob each move changed."""
-    study = optuna.create_study(direction="maximize", sampler=sampler)
-    tell_lever_start(study)
-    out = []
-    for _ in range(n):
-        trial = study.ask()
-        params = mixed_knobs(trial)
-        out.append(sampler.moves[trial.number][0])
-        trial.set_constraint("sla", -0.1)
-        study.tell(trial, lever_value(params))
-    return out
+    return [move[0] for _, move in tell_moves(sampler, n) if move is not None]
 
 
 @pytest.mark.parametrize("make", [

@@ -6,7 +6,7 @@ from __future__ import annotations
 import optuna
 from optuna.trial import TrialState
 
-from tests.search.helpers import lever_value, mixed_knobs, tell_lever_start
+from tests.search.helpers import lever_value, mixed_knobs, tell_lever_start, tell_moves
 from tuner.search.attrs import A_OUTCOME
 from tuner.search.coord_polish import CoordPolishSampler
 from tuner.trial.outcome import TrialOutcome
@@ -17,16 +17,8 @@ def _moves(rotate: float, n: int = 10) -> list[tuple[str, object]]:
     sampler = CoordPolishSampler(seed=0, n_startup_trials=0, move_share=1.0, draw_scale=0.0, near_fail=3.0,
                                  untested=1.0, flat_interval=False, sweep="none", polish=0, rotate=rotate,
                                  rotate_near=4.0, rotate_cats=True)
-    study = optuna.create_study(direction="maximize", sampler=sampler)
-    tell_lever_start(study)
-    out = []
-    for _ in range(n):
-        trial = study.ask()
-        params = mixed_knobs(trial)
-        out.append(sampler.moves[trial.number])
-        trial.set_constraint("sla", -0.1)
-        study.tell(trial, (3.0 if params["b"] is False else 1.0) * (1.0 if params["c"] == "a" else 0.8))
-    return out
+    told = tell_moves(sampler, n, lambda p: (3.0 if p["b"] is False else 1.0) * (1.0 if p["c"] == "a" else 0.8))
+    return [move for _, move in told if move is not None]
 
 
 def test_a_categorical_move_that_lost_pushes_the_knobs_next_move_back() -> None:
