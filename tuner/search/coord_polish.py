@@ -172,8 +172,9 @@ class CoordPolishSampler(CoordTPESampler):
         self.halves = halves  # a linear numeric knob also moves to half and twice its value
         self.wide = wide  # a linear numeric knob also moves by +- 1/2 of its range
         self.fine = fine  # penalty of a fine numeric step (x2 on a log range, < 1/5 of a linear one): coarse first
-        self.rotate, self.rotate_near, self.rotate_cats = rotate, rotate_near, rotate_cats  # penalty per launched move of the knob from a start
-        # within `rotate_near` knobs of this one: knobs not yet moved near here go first
+        # penalty per launched move of the knob that did not improve, from a start within `rotate_near` knobs of
+        # this one (`rotate_cats`: categorical knobs only): knobs not yet moved near here go first
+        self.rotate, self.rotate_near, self.rotate_cats = rotate, rotate_near, rotate_cats
         self.relief = relief  # Optuna names of the memory knobs: a move that ran out of memory is tried once more
         # with each of them a coarse step lower (a lever such as DFlash is not judged by one config's memory)
         self._relieved: set[int] = set()  # out-of-memory move trials already retried with relief
@@ -225,12 +226,7 @@ class CoordPolishSampler(CoordTPESampler):
     def _move_due(self, study: Study) -> bool:
         if not self.budget or self.polish <= 0:
             return False
-        launched = sum(
-            1
-            for t in study.get_trials(deepcopy=False)
-            if t.state != TrialState.FAIL
-            or (A_REJECTED not in t.user_attrs and A_DUPLICATE not in t.user_attrs)
-        )
+        launched = sum(1 for t in study.get_trials(deepcopy=False) if _launched(t))
         # the trial being planned is counted among `launched` already (it is RUNNING)
         self._polishing = launched > self.budget - self.polish
         return self._polishing
@@ -358,7 +354,8 @@ class CoordPolishSampler(CoordTPESampler):
                 base += COMPLETE
         if self.fine and _fine_step(d, old, v):
             base += self.fine
-        if self.rotate and self._model_now is not None and not (self.rotate_cats and not isinstance(d, CategoricalDistribution)):
+        rotates = self.rotate and not (self.rotate_cats and not isinstance(d, CategoricalDistribution))
+        if rotates and self._model_now is not None:
             dists = self._model_now.dists
             base += self.rotate * sum(1 for k, start in self._launched_moves
                                       if k == name and _distance(dists, start, self._start_params) <= self.rotate_near)
