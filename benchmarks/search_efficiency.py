@@ -19,7 +19,8 @@ TPE, group, constant liar), `qmc` (scrambled Sobol), `tpe-mv5` (tpe-mv with 5 st
 (NSGA-II), `tpe-s4` (tpe with 4 startup trials), `local2` (a neighbour move every second guided trial),
 `local-s4` (tpe-local with 4 startup trials), `local-mv` (tpe-local on multivariate grouped TPE; suffixes
 -e<k> a move every k-th trial, -s<n> startup, -m<n> knobs per move, -c consider_endpoints, -w<x> prior_weight,
--n<x> n_ei_candidates, -b<k> every k-th move a branch move), `tpe-mv-s<n>`.
+-n<x> n_ei_candidates, -b<k> every k-th move a branch move), `tpe-mv-s<n>`; any method with `~lin`: the draft
+length searched on a linear scale (as before search42; the landscape unchanged).
 `--levers spec` (default): FP8 weights + KV cache and speculative decoding (none/ngram/DFlash, draft tokens);
 `--levers fp8`: the earlier FP8-only landscape (432 configs).
 Printed per workload: median and mean ratio to the grid optimum after 10/20/30 trials, seeds >= 95 %
@@ -34,6 +35,7 @@ engine defaults.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import pickle
 import statistics
@@ -71,6 +73,9 @@ ALLOW = ["fp8_weights", "fp8_kv_cache"]
 # 432-config landscape (FP8 only).
 SPEC_ALLOW = [*ALLOW, "speculative_decoding"]
 SPEC_METHODS = {"dflash": {"draft_model": "z-lab/Qwen3-8B-DFlash-b16"}}
+# A method name ending in `~lin` searches these knobs on a linear scale, as the space did before search42 (the
+# draft length is log-scaled since); the landscape (the grid and its snapping) is the space file's either way.
+LINEAR_BEFORE = ("speculative_config.num_speculative_tokens",)
 
 
 class Oracle:
@@ -256,12 +261,22 @@ def sampler_for(method: str, study: Study, space: Space, seed: int) -> optuna.sa
     raise SystemExit(f"unknown method {method!r} | fix: --methods from {', '.join(METHODS)}")
 
 
+def searched_space(method: str, space: Space) -> Space:
+    """The space a method searches: the study's, or with `~lin` the LINEAR_BEFORE knobs on a linear scale."""
+    if not method.endswith("~lin"):
+        return space
+    return Space({e: dataclasses.replace(sp, params={k: p.model_copy(update={"log": False}) if k in LINEAR_BEFORE else p
+                                                     for k, p in sp.params.items()})
+                  for e, sp in space.engines.items()})
+
+
 def run_search(oracle: Oracle, study: Study, sampler: optuna.samplers.BaseSampler, trials: int,
-               seed: int, on_tell: Callable[[SearchCore, Suggestion, TrialReport], None] | None = None
-               ) -> dict[str, Any]:
+               seed: int, on_tell: Callable[[SearchCore, Suggestion, TrialReport], None] | None = None,
+               space: Space | None = None) -> dict[str, Any]:
     """One search of `trials` launched configs, `max_concurrent` at a time; best objective after each.
-    `on_tell` sees each launched config and its report once told (benchmarks/search_trace.py)."""
-    core = SearchCore(study.model_copy(update={"seed": seed}), oracle.grid_space, sampler=sampler)
+    `on_tell` sees each launched config and its report once told (benchmarks/search_trace.py); `space` is the
+    space searched (default: the landscape's)."""
+    core = SearchCore(study.model_copy(update={"seed": seed}), space or oracle.grid_space, sampler=sampler)
 
     best_by_n: list[float | None] = []
     best: float | None = None
@@ -367,7 +382,9 @@ def main() -> None:
         for m in methods:  # each method's line as soon as it is done (a long run on a shared box says something early)
             t1 = time.perf_counter()
             seeds = range(a.seed_offset, a.seed_offset + a.seeds)
-            runs[m] = [run_search(oracle, study, sampler_for(m, study, space, s), a.trials, s) for s in seeds]
+            sm = searched_space(m, space)
+            runs[m] = [run_search(oracle, study, sampler_for(m.removesuffix("~lin"), study, sm, s), a.trials, s, space=sm)
+                       for s in seeds]
             med = statistics.median(at(r, 20, opt) for r in runs[m])
             print(f"[{wl}] {m} done: median @20 {med:.3f} [{time.perf_counter() - t1:.0f} s]", flush=True)
         seen = max((r["best"] or 0) for rs in runs.values() for r in rs)
