@@ -39,9 +39,10 @@ draw_scale 0.25, no polish, no sweep values, flat by knob (`tpe-coord-nf`); the 
 options lost hits there and are kept only as the benchmark's `tpe-coord-p*` variants. It reads only the
 told trials, Optuna's distributions and (for the polish) the study's trial budget.
 
-What `search.algorithm: tpe-coord` builds (search39, docs/search.md "Current sampler"): `chosen(untested=UNTESTED,
-minor=space.minor(), halves=True)`: the space's minor knobs moved last (`minor`, in the base class), a linear
-numeric also moved to half and twice its value (`halves`: a draft length 16 -> 8 -> 4); since search41 also
+What `search.algorithm: tpe-coord` builds (search39, docs/search.md "`tpe-coord` with minor knobs and halves"):
+`chosen(untested=UNTESTED, minor=space.minor(), halves=True)`: the space's minor knobs moved last (`minor`, in the base
+class), a linear numeric also moved to half and twice its value (`halves`: a linear count 4 -> 2 -> 1; the draft
+length, linear until search42, is log-scaled in the space files now and moves x/ 2 and 4 anyway); since search41 also
 `relief=space.memory()`.
 """
 
