@@ -19,6 +19,7 @@ from mlflow.tracking import MlflowClient
 from relhelp import RAY_ENV, fault_study_data, logged_pids, pids_running, wait_gone
 
 from tests.conftest import ROOT
+from tuner.common.atomic import read_table
 
 pytestmark = pytest.mark.slow
 
@@ -64,7 +65,7 @@ def test_disk_full_ends_with_one_message(tmp_path: Path, small_fs: Path) -> None
         deadline = time.monotonic() + 500
         while time.monotonic() < deadline and proc.poll() is None:
             p = out / "trials.parquet"
-            if p.exists() and pq.read_table(p).num_rows:
+            if p.exists() and read_table(p).num_rows:
                 break
             time.sleep(0.2)
         assert proc.poll() is None, log.read_text()[-3000:]

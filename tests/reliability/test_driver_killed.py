@@ -14,13 +14,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pyarrow.parquet as pq
 import pytest
 import yaml
 from mlflow.tracking import MlflowClient
 from relhelp import RAY_ENV, fault_study_data, logged_pids, pid_alive, pids_running, wait_gone
 
 from tests.conftest import ROOT, run_cli
+from tuner.common.atomic import read_table
 from tuner.engines.process import group_members
 
 pytestmark = pytest.mark.slow
@@ -31,8 +31,9 @@ def _rows(out: Path) -> dict[str, dict[str, Any]]:
     path = out / "trials.parquet"
     if not path.exists():
         return {}
-    # Written by temp file + rename: a reader racing the writer never sees a torn file.
-    return {r["trial_id"]: r for r in pq.read_table(path).to_pylist()}
+    # Written by temp file + rename and read from one open (read_table): a reader racing the writer never sees a torn
+    # file (pq.read_table on the path opened it twice and once read half of each version here).
+    return {r["trial_id"]: r for r in read_table(path).to_pylist()}
 
 
 def test_killed_driver_leaves_no_engine_and_resume_loses_nothing(tmp_path: Path) -> None:

@@ -15,7 +15,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pyarrow.parquet as pq
 import pytest
 import yaml
 from mlflow.tracking import MlflowClient
@@ -31,13 +30,14 @@ from relhelp import (
 )
 
 from tests.conftest import ROOT, run_cli
+from tuner.common.atomic import read_table
 
 pytestmark = pytest.mark.slow
 
 
 def rows(out: Path) -> dict[str, dict[str, Any]]:
     path = out / "trials.parquet"
-    return {r["trial_id"]: r for r in pq.read_table(path).to_pylist()} if path.exists() else {}
+    return {r["trial_id"]: r for r in read_table(path).to_pylist()} if path.exists() else {}
 
 
 def start(tmp: Path, name: str, trials: int = 6) -> tuple[subprocess.Popen[bytes], list[str], Path, str, Path]:

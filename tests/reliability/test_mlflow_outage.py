@@ -11,7 +11,6 @@ import sys
 import time
 from pathlib import Path
 
-import pyarrow.parquet as pq
 import pytest
 import yaml
 from mlflow.tracking import MlflowClient
@@ -19,6 +18,7 @@ from mlflow_server import MlflowServer
 from relhelp import RAY_ENV, fault_study_data, pids_running
 
 from tests.conftest import ROOT, run_cli
+from tuner.common.atomic import read_table
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]  # two Ray starts on a busy CI box
 TRIALS = 4
@@ -26,7 +26,7 @@ TRIALS = 4
 
 def rows(out: Path) -> list[dict]:
     p = out / "trials.parquet"
-    return pq.read_table(p).to_pylist() if p.exists() else []
+    return read_table(p).to_pylist() if p.exists() else []
 
 
 def test_mlflow_outage_is_buffered_and_replayed(tmp_path: Path) -> None:

@@ -54,6 +54,16 @@ def write_json(path: Path, obj: Any, *, sort_keys: bool = False) -> None:
     write_text(path, json.dumps(json_safe(obj), indent=2, default=str, sort_keys=sort_keys, allow_nan=False) + "\n")
 
 
+def read_table(path: Path) -> Any:
+    """A Parquet file written by `write_table`, read from one open of it. Why: pyarrow's reader of a path takes the
+    file's size and opens it again to read, so an atomic rewrite between the two (a live study's next trial)
+    gave a torn read ("Page was smaller than expected"); one open holds one version of the file."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    return pq.read_table(pa.BufferReader(path.read_bytes()))
+
+
 def write_table(path: Path, table: Any) -> None:
     """Write a pyarrow Table as Parquet atomically (made in memory first, so its size is known)."""
     import pyarrow as pa

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tuner.common.atomic import read_table
 from tuner.common.errors import SpecError
 
 if TYPE_CHECKING:
@@ -77,9 +78,7 @@ def check_resume(out: Path, study: Study, study_path: Path) -> dict[str, Any]:
     trials = out / TRIALS
     if trials.exists():
         try:
-            import pyarrow.parquet as pq
-
-            table = pq.read_table(trials)
+            table = read_table(trials)
         except Exception as exc:  # noqa: BLE001 - pyarrow raises several types for a damaged file
             raise SpecError(f"{trials} cannot be read ({type(exc).__name__}: {str(exc)[:200]})", "--resume",
                             "restore it from a backup (or MLflow's copy), or start afresh in another --output"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tuner.common.atomic import write_table
+from tuner.common.atomic import read_table, write_table
 from tuner.trial.result import TrialResult
 
 
@@ -25,8 +25,6 @@ def _cell(v: Any) -> Any:
 
 
 def read_trials(path: Path) -> list[TrialResult]:
-    import pyarrow.parquet as pq
-
     if not path.exists():
         return []
-    return [TrialResult.from_row(r) for r in pq.read_table(path).to_pylist()]
+    return [TrialResult.from_row(r) for r in read_table(path).to_pylist()]
