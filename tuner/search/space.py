@@ -261,6 +261,11 @@ def build_space(study: Study, base_dir: Path | None = None) -> Space:
             if ov.choices is not None:
                 _check_override_choices(params[name], ov.choices, name, f"{where}.overrides.{name}")
             merged = {**params[name].model_dump(), **ov.model_dump(exclude_none=True)}
+            # the override's scale replaces the file's: a step means even steps (the draft length is log in the file)
+            if ov.step is not None and ov.log is None:
+                merged["log"] = False
+            if ov.log and ov.step is None:
+                merged["step"] = None
             if ov.choices is not None:  # narrowed choices drop the needs of the choices left out
                 kept = {str(c) for c in ov.choices}
                 merged["choice_needs"] = {c: n for c, n in merged["choice_needs"].items() if c in kept}

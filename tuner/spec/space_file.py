@@ -49,7 +49,8 @@ class Param(Strict):
             if self.log and self.low <= 0:
                 raise ValueError(f"log scale needs low > 0, got low={self.low:g} | fix: give low >= 1 or set log: false")
             if self.log and self.step is not None:
-                raise ValueError("log scale and step cannot both be set")
+                raise ValueError("log scale and step cannot both be set | fix: give a step with log: false, or a log "
+                                 "scale without a step")
             if self.step is not None and self.step <= 0:
                 raise ValueError(f"step must be > 0, got {self.step:g} | fix: give a positive step, or leave it out")
             if self.type == "int" and any(v is not None and v != int(v) for v in (self.low, self.high, self.step)):
