@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import optuna
 import pytest
 from optuna.distributions import FloatDistribution, IntDistribution
 
 from tests.search.helpers import lever_value, make_study, mixed_knobs, tell_lever_start, tell_moves
-from tuner.common.errors import SpecError
 from tuner.search.coord import CoordTPESampler
 from tuner.search.coord_polish import CoordPolishSampler
 from tuner.search.searcher import make_sampler
@@ -99,24 +96,3 @@ def test_fine_steps_wait_for_the_coarse_ones() -> None:
 
     assert fine_then_coarse(0.5) == []
     assert "n" in fine_then_coarse(0.0)  # x4, x2, /4: a fine step before a coarse one without the penalty
-
-
-def test_a_step_in_an_override_replaces_the_files_log_scale() -> None:
-    """The space file has the draft length on a log scale (search42); a study that narrows it to even steps gets even
-    steps, not "log scale and step cannot both be set"; an override asking for both is refused with a fix."""
-    name = "speculative_config.num_speculative_tokens"
-
-    def param(over: dict[str, Any]) -> Any:
-        st = make_study(engine="sim", allow=["speculative_decoding"], search_space={"overrides": over})
-        return build_space(st).engines["sim"].params[name if name in over else next(iter(over))]
-
-    assert param({name: {"low": 1}}).log
-    p = param({name: {"low": 2, "high": 8, "step": 2}})
-    assert (p.log, p.step, p.low, p.high) == (False, 2, 2, 8)
-    assert param({"max_num_partial_prefills": {"log": True}}).log
-    with pytest.raises(SpecError, match="log scale and step cannot both be set"):
-        param({name: {"step": 2, "log": True}})
-    try:
-        param({name: {"step": 2, "log": True}})
-    except SpecError as exc:
-        assert "give a step with log: false" in str(exc) and name in str(exc)
