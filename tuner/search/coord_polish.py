@@ -52,10 +52,11 @@ import math
 from typing import Any
 
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
-from optuna.study import Study
+from optuna.study import Study, StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.search.attrs import A_DUPLICATE, A_OUTCOME, A_REJECTED
+from tuner.search.bracket import bracket_plan
 from tuner.search.coord import (
     FLAT,
     FLAT_PENALTY,
@@ -146,6 +147,7 @@ class CoordPolishSampler(CoordTPESampler):
         rotate_near: float = 2.0,
         rotate_cats: bool = False,
         relief: frozenset[str] = frozenset(),
+        bracket: bool = False,
         **kw: Any,
     ) -> None:
         super().__init__(**kw)
@@ -178,6 +180,7 @@ class CoordPolishSampler(CoordTPESampler):
         self.rotate, self.rotate_near, self.rotate_cats = rotate, rotate_near, rotate_cats
         self.relief = relief  # Optuna names of the memory knobs: a move that ran out of memory is tried once more
         # with each of them a coarse step lower (a lever such as DFlash is not judged by one config's memory)
+        self.bracket = bracket  # a move may be a numeric knob's parabolic vertex (tuner/search/bracket.py)
         self._relieved: set[int] = set()  # out-of-memory move trials already retried with relief
         self._launched_moves: list[tuple[str, dict[str, Any]]] = []  # (knob, its start's params) per launched move
         self.complete = complete  # in the polish (the last `polish` trials of `budget`): the start's untested
@@ -188,7 +191,30 @@ class CoordPolishSampler(CoordTPESampler):
             plan = self._relief_plan(study, trial)
             if plan is not None:
                 return plan
+        if self.bracket and study.direction == StudyDirection.MAXIMIZE:
+            plan = self._bracket_plan(study, trial)
+            if plan is not None:
+                return plan
         return super()._best_move(study, trial)
+
+    def _bracket_plan(self, study: Study, trial: FrozenTrial) -> dict[str, Any] | None:
+        """The incumbent with one numeric knob at the vertex of its profile's parabola (tuner/search/bracket.py)."""
+        trials = study.get_trials(deepcopy=False)
+        told = [t for t in trials if _told(t)]
+        best = incumbent(study, [t for t in told if t.state == TrialState.COMPLETE])
+        if best is None:
+            return None
+        seen = {_key(t.params) for t in trials if t.number != trial.number}
+        seen |= {_key(p) for n, p in self._plans.items() if n != trial.number}
+        found = bracket_plan(told, best, seen, _key, FLAT, self.minor)
+        if found is None:
+            return None
+        name, v, plan = found
+        self.moves[trial.number] = (name, v)
+        self._from[trial.number] = best.values[0]
+        self._moved_from[trial.number] = best.params.get(name)
+        self._start_of[trial.number] = best.number
+        return plan
 
     def _relief_plan(self, study: Study, trial: FrozenTrial) -> dict[str, Any] | None:
         """The latest out-of-memory move of a knob that is not a memory knob, from a trial still within FLAT of the

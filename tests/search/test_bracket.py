@@ -1,0 +1,89 @@
+"""`tpe-coord`'s bracket move (tuner/search/bracket.py, search43): a numeric knob of the incumbent goes into the gap
+of its profile that a fitted parabola rates highest, read in the incumbent's own setting."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import optuna
+from optuna.distributions import CategoricalDistribution, IntDistribution
+from optuna.trial import FrozenTrial, TrialState, create_trial
+
+from tuner.search.bracket import bracket_plan
+from tuner.search.coord import FLAT, _key
+from tuner.search.coord_polish import CoordPolishSampler
+from tuner.search.planned import sla_feasible
+
+DISTS = {
+    "method": CategoricalDistribution(["dflash", "ngram"]),
+    "kv": CategoricalDistribution(["auto", "fp8"]),
+    "policy": CategoricalDistribution(["fcfs", "priority"]),  # a minor knob: may differ within a setting
+    "draft": IntDistribution(1, 16, log=True),
+    "seqs": IntDistribution(16, 1024, log=True),
+}
+MINOR = frozenset({"policy"})
+
+
+def _trial(draft: int, value: float, method: str = "dflash", kv: str = "fp8", policy: str = "fcfs",
+           seqs: int = 256) -> FrozenTrial:
+    params = {"method": method, "kv": kv, "policy": policy, "draft": draft, "seqs": seqs}
+    return create_trial(params=params, distributions=DISTS, value=value, constraints={"sla": -0.1})
+
+
+def _plan(told: list[FrozenTrial]) -> tuple[str, Any, dict[str, Any]] | None:
+    best = max((t for t in told if t.values and sla_feasible(t)), key=lambda t: t.values[0])
+    return bracket_plan(told, best, {_key(t.params) for t in told}, _key, FLAT, MINOR)
+
+
+def test_a_peak_between_tried_values_is_split_on_the_log_scale() -> None:
+    """Dynamic's traced miss: draft 1, 4 and 16 read 0.64, 0.93, 0.947; the parabola's top lies between 4 and 16,
+    so the move is their geometric middle, 8. A trial of 8 in another setting (two levers apart) does not count
+    here; one a lever apart does (below), and 15 merges with 16."""
+    told = [_trial(1, 0.64), _trial(4, 0.93, kv="auto"), _trial(16, 0.947, policy="priority"),
+            _trial(15, 0.7), _trial(8, 0.5, method="ngram", kv="auto")]
+    found = _plan(told)
+    assert found is not None
+    name, value, plan = found
+    assert (name, value) == ("draft", 8), found
+    assert plan == {**told[2].params, "draft": 8}
+    assert _plan([*told, _trial(8, 0.5, method="ngram")]) is None  # one lever apart: 8 counts as tried
+
+
+def test_no_move_without_a_top_three_values_or_a_new_value() -> None:
+    # rising ever faster (convex): the top is at the range's end, which the ordinary moves reach
+    assert _plan([_trial(1, 0.5), _trial(4, 0.6), _trial(16, 0.95)]) is None
+    # two values only
+    assert _plan([_trial(4, 0.93), _trial(16, 0.947)]) is None
+    # the setting differs (ngram and KV cache auto): its trials are not this setting's profile
+    assert _plan([_trial(1, 0.64, method="ngram", kv="auto"), _trial(4, 0.93), _trial(16, 0.947)]) is None
+    # the gap 8-16 is one x2 step: splitting it would land about a tried value
+    assert _plan([_trial(2, 0.7), _trial(8, 0.99), _trial(16, 1.0)]) is None
+    # the peak is flat (< FLAT of predicted gain): no move
+    assert _plan([_trial(1, 0.990), _trial(4, 0.995), _trial(16, 0.996)]) is None
+
+
+def test_the_sampler_makes_the_bracket_move_first_only_when_asked() -> None:
+    """With `bracket=True` the next move from the told trials above is draft 8; without it, something else."""
+    def first_move(bracket: bool) -> tuple[str, Any] | None:
+        sampler = CoordPolishSampler(seed=0, n_startup_trials=0, move_share=1.0, draw_scale=0.0, near_fail=3.0,
+                                     flat_interval=False, sweep="none", polish=0, bracket=bracket, minor=MINOR)
+        study = optuna.create_study(direction="maximize", sampler=sampler)
+        for t in (_trial(1, 0.64), _trial(4, 0.93), _trial(16, 0.947), _trial(16, 0.6, method="ngram")):
+            study.add_trial(t)
+        trial = study.ask()
+        trial.suggest_categorical("method", ["dflash", "ngram"])
+        trial.suggest_categorical("policy", ["fcfs", "priority"])
+        trial.suggest_int("draft", 1, 16, log=True)
+        trial.suggest_int("seqs", 16, 1024, log=True)
+        return sampler.moves.get(trial.number)
+
+    assert first_move(True) == ("draft", 8)
+    assert first_move(False) != ("draft", 8)
+
+
+def test_a_trial_that_failed_or_missed_the_sla_is_not_in_the_profile() -> None:
+    told = [_trial(1, 0.64), _trial(4, 0.93), _trial(16, 0.947)]
+    told[1] = create_trial(params=told[1].params, distributions=DISTS, value=0.93, constraints={"sla": 0.2})
+    assert _plan(told) is None  # two values left: 1 and 16
+    failed = create_trial(params=told[0].params | {"draft": 4}, distributions=DISTS, state=TrialState.FAIL)
+    assert _plan([*told, failed]) is None

@@ -1,0 +1,102 @@
+"""A parabolic step along one numeric knob of the incumbent (`tpe-coord`'s bracket move, issue 19, search43).
+
+Why: traced misses of `tpe-coord` end with the draft length at 15, with told DFlash trials at 1, 4 and 15
+(0.64, 0.93, 0.947 of the optimum) and nothing in between. A parabola in log k through those three peaks near
+8, but the search's model cannot say so: its x and x^2 are shared by every speculative method, under a ridge,
+so the curvature a peak needs is flattened, and the x/2 move ranks below moves of knobs the model knows little
+about. One-dimensional searches answer this with successive parabolic interpolation (Brent): fit a parabola
+through the best point and its tried neighbours and try near its top.
+
+The profile of a knob is read in the incumbent's own setting: the SLA-feasible told trials with the same
+categorical values (the same speculative method, precision, ...; the space's minor knobs may differ), the best
+objective at each value of the knob (other numeric knobs may differ: the upper envelope is what a setting of
+this knob can reach). It needs three values or more, the incumbent's the best of them. A least-squares parabola
+in log objective on the knob's searched [0, 1] scale (three nearest points alone follow noise: 3 and 4 draft
+tokens within 1 % set a slope) must be concave; the move splits a gap between tried values two fine steps wide
+or more (4 and 16 draft tokens: 8), where the parabola predicts a gain of FLAT or more over the incumbent's value.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import numpy as np
+from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+from optuna.trial import FrozenTrial, TrialState
+
+from tuner.search.coord import _from_unit
+from tuner.search.planned import movable, sla_feasible, to_unit
+
+SETTING = 1  # a profile's trials differ from the incumbent in at most this many categoricals (minor ones aside)
+SPLIT = 1.5  # a gap is split when it is this many fine steps wide or more (4 and 16 or 5 and 16 tokens, not 8 and 16)
+
+
+def bracket_plan(told: Iterable[FrozenTrial], best: FrozenTrial, seen: set[Any], key: Any, flat: float,
+                 ignore: frozenset[str] = frozenset()) -> tuple[str, Any, dict[str, Any]] | None:
+    """The incumbent `best` with one numeric knob moved into the gap of its profile that the fitted parabola
+    rates highest: (knob, value, plan), the knob with the largest predicted gain; None when no gap promises
+    `flat` (a share) or more. `seen`: keys (`key(params)`) of the configs told or planned already; `ignore`:
+    categorical knobs that need not match (the space's minor ones)."""
+    ok = [t for t in told if t.state == TrialState.COMPLETE and t.values and t.values[0] > 0 and sla_feasible(t)]
+    cats = {k for k, d in best.distributions.items() if isinstance(d, CategoricalDistribution) and k not in ignore}
+    near = [t for t in ok if set(t.params) == set(best.params)
+            and sum(t.params[k] != best.params[k] for k in cats) <= SETTING]
+    out: tuple[float, str, Any, dict[str, Any]] | None = None
+    for name, d in best.distributions.items():
+        if not isinstance(d, (IntDistribution, FloatDistribution)) or not movable(d):
+            continue
+        step = _fine(d)
+        profile = _profile([(to_unit(d, t.params[name]), math.log(t.values[0])) for t in near], step / 2)
+        u0 = to_unit(d, best.params[name])
+        top = max(profile, key=lambda u: profile[u], default=None)
+        if len(profile) < 3 or top is None or abs(top - u0) > step / 2:
+            continue  # fewer than three values tried, or the incumbent's value is not the best one tried here
+        fit = _parabola(profile)
+        if fit is None:
+            continue
+        xs = sorted(profile)
+        gaps = [(a + b) / 2 for a, b in zip(xs, xs[1:], strict=False) if b - a >= SPLIT * step - 1e-9]
+        for u in gaps:
+            gain = fit(u) - fit(u0)
+            v = _from_unit(d, u)
+            plan = {**best.params, name: v}
+            if gain >= math.log1p(flat) and v != best.params[name] and key(plan) not in seen \
+                    and (out is None or gain > out[0]):
+                out = (gain, name, v, plan)
+    return None if out is None else out[1:]
+
+
+def _profile(points: list[tuple[float, float]], within: float) -> dict[float, float]:
+    """Position -> best log objective, with points closer than `within` merged into their best (15 and 16 draft
+    tokens are one value to a parabola: their difference comes from the other knobs)."""
+    out: dict[float, float] = {}
+    group: list[tuple[float, float]] = []
+    for u, y in sorted(points):
+        if group and u - group[0][0] > within:
+            best = max(group, key=lambda p: p[1])
+            out[best[0]] = best[1]
+            group = []
+        group.append((u, y))
+    if group:
+        best = max(group, key=lambda p: p[1])
+        out[best[0]] = best[1]
+    return out
+
+
+def _parabola(profile: dict[float, float]) -> Callable[[float], float] | None:
+    """The least-squares parabola through the profile's points; None unless it is concave (an interior top)."""
+    xs = np.array(sorted(profile))
+    a, b, c = np.polyfit(xs, np.array([profile[x] for x in xs]), 2)
+    if a >= 0:
+        return None
+    return lambda x: float(a * x * x + b * x + c)
+
+
+def _fine(d: IntDistribution | FloatDistribution) -> float:
+    """The smallest ordinary move on the knob's [0, 1] scale (x2 on a log range, 1/8 of a linear one): a gap is
+    split only into steps this size or larger (a narrower split's middle is about a tried value)."""
+    if d.log:
+        return math.log(2.0) / math.log(d.high / d.low)
+    return 0.125
