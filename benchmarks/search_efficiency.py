@@ -230,7 +230,7 @@ def sampler_for(method: str, study: Study, space: Space, seed: int) -> optuna.sa
                                   rotate=next((float(r[2:]) for r in rest if r.startswith("ro")), 0.0),
                                   rotate_near=next((float(r[2:]) for r in rest if r.startswith("rn")), 2.0),
                                   rotate_cats="rc" in rest, relief=space.memory() if "rl" in rest else frozenset(),
-                                  bracket="br" in rest,
+                                  bracket="lead" if "brl" in rest else "br" in rest,
                                   **({"conditional": True, "child_moves": 1, "children": "tpe"} if "k" in rest else {}))
     if method == "tpe-coord-v1":  # tpe-coord without conditional moves (what `tpe-coord` builds; docs/search.md)
         return CoordTPESampler(seed=seed, n_startup_trials=min(n0, COORD_STARTUP), conditional=False)

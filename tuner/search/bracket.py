@@ -9,8 +9,8 @@ through the best point and its tried neighbours and try near its top.
 
 The profile of a knob is read in the incumbent's own setting: the SLA-feasible told trials with the same
 categorical values (the same speculative method, precision, ...; the space's minor knobs may differ), the best
-objective at each value of the knob (other numeric knobs may differ: the upper envelope is what a setting of
-this knob can reach). It needs three values or more, the incumbent's the best of them. A least-squares parabola
+objective at each value of the knob, each point moved to the incumbent's other knobs by the search's additive
+model (a partial residual: a trial one lever apart, quantisation off, would otherwise pull the curve down). It needs three values or more, the incumbent's the best of them. A least-squares parabola
 in log objective on the knob's searched [0, 1] scale (three nearest points alone follow noise: 3 and 4 draft
 tokens within 1 % set a slope) must be concave; the move splits a gap between tried values two fine steps wide
 or more (4 and 16 draft tokens: 8), where the parabola predicts a gain of FLAT or more over the incumbent's value.
@@ -34,32 +34,43 @@ SPLIT = 1.5  # a gap is split when it is this many fine steps wide or more (4 an
 
 
 def bracket_plan(told: Iterable[FrozenTrial], best: FrozenTrial, seen: set[Any], key: Any, flat: float,
-                 ignore: frozenset[str] = frozenset()) -> tuple[str, Any, dict[str, Any]] | None:
+                 ignore: frozenset[str] = frozenset(),
+                 predict: Callable[[dict[str, Any]], float] | None = None,
+                 knobs: set[str] | None = None) -> tuple[str, Any, dict[str, Any]] | None:
     """The incumbent `best` with one numeric knob moved into the gap of its profile that the fitted parabola
     rates highest: (knob, value, plan), the knob with the largest predicted gain; None when no gap promises
     `flat` (a share) or more. `seen`: keys (`key(params)`) of the configs told or planned already; `ignore`:
-    categorical knobs that need not match (the space's minor ones)."""
+    categorical knobs that need not match (the space's minor ones); `predict`: a model's log objective of a
+    config, which moves each profile point to the incumbent's other knobs (a partial residual); None: as told.
+    `knobs`: the numeric knobs that may move (None: all)."""
     ok = [t for t in told if t.state == TrialState.COMPLETE and t.values and t.values[0] > 0 and sla_feasible(t)]
     cats = {k for k, d in best.distributions.items() if isinstance(d, CategoricalDistribution) and k not in ignore}
     near = [t for t in ok if set(t.params) == set(best.params)
             and sum(t.params[k] != best.params[k] for k in cats) <= SETTING]
     out: tuple[float, str, Any, dict[str, Any]] | None = None
     for name, d in best.distributions.items():
-        if not isinstance(d, (IntDistribution, FloatDistribution)) or not movable(d):
+        if not isinstance(d, (IntDistribution, FloatDistribution)) or not movable(d) \
+                or (knobs is not None and name not in knobs):
             continue
         step = _fine(d)
-        profile = _profile([(to_unit(d, t.params[name]), math.log(t.values[0])) for t in near], step / 2)
+        points = []
+        for t in near:
+            y = math.log(t.values[0])
+            if predict is not None:  # the point as if its other knobs were the incumbent's
+                y += predict({**best.params, name: t.params[name]}) - predict(t.params)
+            points.append((to_unit(d, t.params[name]), y))
+        profile = _profile(points, step / 2)
         u0 = to_unit(d, best.params[name])
-        top = max(profile, key=lambda u: profile[u], default=None)
-        if len(profile) < 3 or top is None or abs(top - u0) > step / 2:
-            continue  # fewer than three values tried, or the incumbent's value is not the best one tried here
+        if len(profile) < 3:
+            continue  # a parabola needs three values
         fit = _parabola(profile)
         if fit is None:
             continue
         xs = sorted(profile)
         gaps = [(a + b) / 2 for a, b in zip(xs, xs[1:], strict=False) if b - a >= SPLIT * step - 1e-9]
+        here = max(fit(u0), math.log(best.values[0]))  # the fit may read the incumbent low: the gain is over both
         for u in gaps:
-            gain = fit(u) - fit(u0)
+            gain = fit(u) - here
             v = _from_unit(d, u)
             plan = {**best.params, name: v}
             if gain >= math.log1p(flat) and v != best.params[name] and key(plan) not in seen \

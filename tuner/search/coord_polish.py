@@ -147,7 +147,7 @@ class CoordPolishSampler(CoordTPESampler):
         rotate_near: float = 2.0,
         rotate_cats: bool = False,
         relief: frozenset[str] = frozenset(),
-        bracket: bool = False,
+        bracket: bool | str = False,
         **kw: Any,
     ) -> None:
         super().__init__(**kw)
@@ -180,7 +180,8 @@ class CoordPolishSampler(CoordTPESampler):
         self.rotate, self.rotate_near, self.rotate_cats = rotate, rotate_near, rotate_cats
         self.relief = relief  # Optuna names of the memory knobs: a move that ran out of memory is tried once more
         # with each of them a coarse step lower (a lever such as DFlash is not judged by one config's memory)
-        self.bracket = bracket  # a move may be a numeric knob's parabolic vertex (tuner/search/bracket.py)
+        self.bracket = bracket  # a move may split a numeric knob's gap (tuner/search/bracket.py); "lead": only the
+        # knob of the move that made the incumbent
         self._relieved: set[int] = set()  # out-of-memory move trials already retried with relief
         self._launched_moves: list[tuple[str, dict[str, Any]]] = []  # (knob, its start's params) per launched move
         self.complete = complete  # in the polish (the last `polish` trials of `budget`): the start's untested
@@ -198,7 +199,7 @@ class CoordPolishSampler(CoordTPESampler):
         return super()._best_move(study, trial)
 
     def _bracket_plan(self, study: Study, trial: FrozenTrial) -> dict[str, Any] | None:
-        """The incumbent with one numeric knob at the vertex of its profile's parabola (tuner/search/bracket.py)."""
+        """The incumbent with one numeric knob in the gap its profile's parabola rates highest (tuner/search/bracket.py)."""
         trials = study.get_trials(deepcopy=False)
         told = [t for t in trials if _told(t)]
         best = incumbent(study, [t for t in told if t.state == TrialState.COMPLETE])
@@ -206,7 +207,12 @@ class CoordPolishSampler(CoordTPESampler):
             return None
         seen = {_key(t.params) for t in trials if t.number != trial.number}
         seen |= {_key(p) for n, p in self._plans.items() if n != trial.number}
-        found = bracket_plan(told, best, seen, _key, FLAT, self.minor)
+        model = _Additive(told, centre=best.params if self.local > 0 else None, width=self.local)
+        moved = self.moves.get(best.number)
+        if self.bracket == "lead" and moved is None:
+            return None
+        knobs = {moved[0]} if self.bracket == "lead" and moved is not None else None
+        found = bracket_plan(told, best, seen, _key, FLAT, self.minor, model.predict, knobs)
         if found is None:
             return None
         name, v, plan = found
