@@ -60,25 +60,40 @@ def test_no_move_without_a_top_three_values_or_a_new_value() -> None:
     assert _plan([_trial(2, 0.7), _trial(8, 0.99), _trial(16, 1.0)]) is None
     # the peak is flat (< FLAT of predicted gain): no move
     assert _plan([_trial(1, 0.990), _trial(4, 0.995), _trial(16, 0.996)]) is None
+    # the least-squares parabola reads the incumbent (1.0 at 4) low; its top, between 4 and 16, is not above 1.0
+    assert _plan([_trial(1, 0.6), _trial(2, 0.8), _trial(4, 1.0), _trial(16, 0.85)]) is None
+
+
+def _first_move(bracket: bool | str, lead: tuple[str, Any] | None = None) -> tuple[str, Any] | None:
+    """The sampler's first move from the told trials above; `lead`: the move that made the incumbent (trial 2)."""
+    sampler = CoordPolishSampler(seed=0, n_startup_trials=0, move_share=1.0, draw_scale=0.0, near_fail=3.0,
+                                 flat_interval=False, sweep="none", polish=0, bracket=bracket, minor=MINOR)
+    study = optuna.create_study(direction="maximize", sampler=sampler)
+    for t in (_trial(1, 0.64), _trial(4, 0.93), _trial(16, 0.947), _trial(16, 0.6, method="ngram")):
+        study.add_trial(t)
+    if lead is not None:  # as the sampler records a move it made (the objective it moved from: trial 1's)
+        sampler.moves[2], sampler._from[2], sampler._start_of[2] = lead, 0.93, 1
+    trial = study.ask()
+    trial.suggest_categorical("method", ["dflash", "ngram"])
+    trial.suggest_categorical("kv", ["auto", "fp8"])
+    trial.suggest_categorical("policy", ["fcfs", "priority"])
+    trial.suggest_int("draft", 1, 16, log=True)
+    trial.suggest_int("seqs", 16, 1024, log=True)
+    return sampler.moves.get(trial.number)
 
 
 def test_the_sampler_makes_the_bracket_move_first_only_when_asked() -> None:
     """With `bracket=True` the next move from the told trials above is draft 8; without it, something else."""
-    def first_move(bracket: bool) -> tuple[str, Any] | None:
-        sampler = CoordPolishSampler(seed=0, n_startup_trials=0, move_share=1.0, draw_scale=0.0, near_fail=3.0,
-                                     flat_interval=False, sweep="none", polish=0, bracket=bracket, minor=MINOR)
-        study = optuna.create_study(direction="maximize", sampler=sampler)
-        for t in (_trial(1, 0.64), _trial(4, 0.93), _trial(16, 0.947), _trial(16, 0.6, method="ngram")):
-            study.add_trial(t)
-        trial = study.ask()
-        trial.suggest_categorical("method", ["dflash", "ngram"])
-        trial.suggest_categorical("policy", ["fcfs", "priority"])
-        trial.suggest_int("draft", 1, 16, log=True)
-        trial.suggest_int("seqs", 16, 1024, log=True)
-        return sampler.moves.get(trial.number)
+    assert _first_move(True) == ("draft", 8)
+    assert _first_move(False) != ("draft", 8)
 
-    assert first_move(True) == ("draft", 8)
-    assert first_move(False) != ("draft", 8)
+
+def test_lead_brackets_only_the_knob_whose_move_made_the_incumbent() -> None:
+    """`bracket="lead"` (what `tpe-coord` builds): draft 8 when a draft move (4 -> 16) made the incumbent; not when
+    the incumbent came from a draw or from a move of another knob."""
+    assert _first_move("lead", ("draft", 16)) == ("draft", 8)
+    assert _first_move("lead") != ("draft", 8)
+    assert _first_move("lead", ("seqs", 256)) != ("draft", 8)
 
 
 def test_a_trial_that_failed_or_missed_the_sla_is_not_in_the_profile() -> None:
