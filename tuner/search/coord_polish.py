@@ -31,6 +31,10 @@ failure share and never moved to again; moves went to knobs whose one-hot coeffi
   memory, of a knob that is not a memory knob and from a start still within FLAT of the incumbent, is launched once
   more with each memory knob a coarse step lower. Why: a move to DFlash from the default 1024 sequences ran out of
   memory (CUDA graphs for 1024 x 16 tokens), and the failure risk then kept every later move from the 2x lever.
+- **Bracket** (`bracket`, search43; tuner/search/bracket.py): before the ranked move, a numeric knob of the incumbent
+  goes into the gap of its profile (trials a lever apart, moved to the incumbent's other knobs by the model) that a
+  least-squares parabola rates highest, when that beats the incumbent by FLAT; "lead": only the knob of the move that
+  made the incumbent (a draft length 4 -> 16 that gained 2 % is followed by 8, where the top is).
 - **Coarse steps first** (`fine` > 0, search40, not kept): a numeric step of at most x3 on a log range or under 1/5 of
   a linear one gets `fine` added to its penalty. Fresh seeds 210-269: 155 hits against the shipped sampler's 155.
 
