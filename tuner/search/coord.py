@@ -158,18 +158,26 @@ class CoordTPESampler(PlannedSampler):
 
     # ------------------------------------------------------------------ coordinate moves
 
-    def _best_move(self, study: Study, trial: FrozenTrial) -> dict[str, Any] | None:
+    def _told_best(self, study: Study) -> tuple[list[FrozenTrial], list[FrozenTrial], FrozenTrial | None]:
+        """Every trial, the told ones, and the incumbent among them (None before a SLA-feasible one)."""
         trials = study.get_trials(deepcopy=False)
         told = [t for t in trials if _told(t)]
-        best = incumbent(study, [t for t in told if t.state == TrialState.COMPLETE])
+        return trials, told, incumbent(study, [t for t in told if t.state == TrialState.COMPLETE])
+
+    def _seen(self, trials: list[FrozenTrial], trial: FrozenTrial) -> set[tuple[tuple[str, str], ...]]:
+        """Keys of the configs other trials hold or were planned with: a move must be new."""
+        seen = {_key(t.params) for t in trials if t.number != trial.number}
+        return seen | {_key(p) for n, p in self._plans.items() if n != trial.number}
+
+    def _best_move(self, study: Study, trial: FrozenTrial) -> dict[str, Any] | None:
+        trials, told, best = self._told_best(study)
         if best is None:
             return None
         centre = next((t for t in told if t.number == self._centre), None)
         if centre is not None and best.values[0] < centre.values[0] * (1 + FLAT):
             best = centre  # not better by FLAT: keep sweeping the same point's moves rather than restart on noise
         self._centre = best.number
-        seen = {_key(t.params) for t in trials if t.number != trial.number}
-        seen |= {_key(p) for n, p in self._plans.items() if n != trial.number}
+        seen = self._seen(trials, trial)
         kids = _children(told) if self.conditional else {}
         sweep, sweeping = self._sweep_due(told, best, kids)
         start = sweep if sweep is not None else best

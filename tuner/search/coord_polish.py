@@ -204,18 +204,15 @@ class CoordPolishSampler(CoordTPESampler):
 
     def _bracket_plan(self, study: Study, trial: FrozenTrial) -> dict[str, Any] | None:
         """The incumbent with one numeric knob in the gap its profile's parabola rates highest (tuner/search/bracket.py)."""
-        trials = study.get_trials(deepcopy=False)
-        told = [t for t in trials if _told(t)]
-        best = incumbent(study, [t for t in told if t.state == TrialState.COMPLETE])
+        trials, told, best = self._told_best(study)
         if best is None:
             return None
-        seen = {_key(t.params) for t in trials if t.number != trial.number}
-        seen |= {_key(p) for n, p in self._plans.items() if n != trial.number}
-        model = _Additive(told, centre=best.params if self.local > 0 else None, width=self.local)
         moved = self.moves.get(best.number)
         if self.bracket == "lead" and moved is None:
             return None
         knobs = {moved[0]} if self.bracket == "lead" and moved is not None else None
+        seen = self._seen(trials, trial)
+        model = _Additive(told, centre=best.params if self.local > 0 else None, width=self.local)
         found = bracket_plan(told, best, seen, _key, FLAT, self.minor, model.predict, knobs)
         if found is None:
             return None
