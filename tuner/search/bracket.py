@@ -35,7 +35,8 @@ SETTING = 1  # a profile's trials differ from the incumbent in at most this many
 SPLIT = 1.5  # a gap is split when it is this many fine steps wide or more (4 and 16 or 5 and 16 tokens, not 8 and 16)
 
 
-def bracket_plan(told: Iterable[FrozenTrial], best: FrozenTrial, seen: set[Any], key: Any, flat: float,
+def bracket_plan(told: Iterable[FrozenTrial], best: FrozenTrial, seen: set[Any],
+                 key: Callable[[dict[str, Any]], Any], flat: float,
                  ignore: frozenset[str] = frozenset(),
                  predict: Callable[[dict[str, Any]], float] | None = None,
                  knobs: set[str] | None = None) -> tuple[str, Any, dict[str, Any]] | None:
@@ -84,18 +85,13 @@ def bracket_plan(told: Iterable[FrozenTrial], best: FrozenTrial, seen: set[Any],
 def _profile(points: list[tuple[float, float]], within: float) -> dict[float, float]:
     """Position -> best log objective, with points closer than `within` merged into their best (15 and 16 draft
     tokens are one value to a parabola: their difference comes from the other knobs)."""
-    out: dict[float, float] = {}
-    group: list[tuple[float, float]] = []
+    groups: list[list[tuple[float, float]]] = []
     for u, y in sorted(points):
-        if group and u - group[0][0] > within:
-            best = max(group, key=lambda p: p[1])
-            out[best[0]] = best[1]
-            group = []
-        group.append((u, y))
-    if group:
-        best = max(group, key=lambda p: p[1])
-        out[best[0]] = best[1]
-    return out
+        if groups and u - groups[-1][0][0] <= within:
+            groups[-1].append((u, y))
+        else:
+            groups.append([(u, y)])
+    return dict(max(g, key=lambda p: p[1]) for g in groups)
 
 
 def _parabola(profile: dict[float, float]) -> Callable[[float], float] | None:

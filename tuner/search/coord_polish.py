@@ -207,10 +207,12 @@ class CoordPolishSampler(CoordTPESampler):
         trials, told, best = self._told_best(study)
         if best is None:
             return None
-        moved = self.moves.get(best.number)
-        if self.bracket == "lead" and moved is None:
-            return None
-        knobs = {moved[0]} if self.bracket == "lead" and moved is not None else None
+        knobs = None
+        if self.bracket == "lead":  # only a numeric knob whose move made the incumbent: no model fit otherwise
+            moved = self.moves.get(best.number)
+            if moved is None or not isinstance(best.distributions.get(moved[0]), (IntDistribution, FloatDistribution)):
+                return None
+            knobs = {moved[0]}
         seen = self._seen(trials, trial)
         model = _Additive(told, centre=best.params if self.local > 0 else None, width=self.local)
         found = bracket_plan(told, best, seen, _key, FLAT, self.minor, model.predict, knobs)
