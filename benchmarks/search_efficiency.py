@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib.util
 import math
 import pickle
 import statistics
@@ -348,6 +349,12 @@ def main() -> None:
                     "workloads run as parallel processes, or seed sets (--seed-offset) pooled")
     a = ap.parse_args()
     methods = [m for m in a.methods.split(",") if m]
+    if any(m.startswith("gp") for m in methods) and importlib.util.find_spec("torch") is None:
+        if a.methods != ",".join(METHODS):  # asked for by name: say so before any grid is built
+            raise SystemExit("methods gp and gp-tpe (Optuna's GPSampler) need torch, which servetune does not install "
+                             "| fix: pip install torch, or leave them out of --methods")
+        methods = [m for m in methods if not m.startswith("gp")]
+        print("gp and gp-tpe left out: Optuna's GPSampler needs torch (not installed)", flush=True)
     results: dict[str, dict[str, Any]] = {}
     if a.combine:  # files of other workloads are merged; files of the same workload (other seeds) pooled
         for f in a.combine.split(","):

@@ -132,3 +132,69 @@ def test_the_classifier_reads_the_speculative_config_the_args_carry_as_one_dict(
     why = model.predict("sim", args("dflash", 470, mem=0.9))
     assert why is not None and "classifier" in why, why
     assert model.predict("sim", args("none", 470, mem=0.9)) is None
+
+
+def _mem(mns: int, mbt: int, gmu: float, graphs: int) -> dict[str, Any]:
+    return {"max_num_seqs": mns, "max_num_batched_tokens": mbt, "gpu_memory_utilization": gmu,
+            "max_cudagraph_capture_size": graphs}
+
+
+def test_two_ooms_predict_every_config_above_a_mix_of_their_memory_settings() -> None:
+    """Traced on the search benchmark (dynamic, seed 551): draws at memory share 0.97 ran out of memory seven times
+    in one search, each below some other failure on one knob, so no single-failure rule covered the next. Memory
+    demands add up, so a config at least as large as a mix of two failures' settings fails too."""
+    space = build_space(make_study())
+    model = FeasibilityModel(space.engines, use_classifier=False)
+    model.observe("vllm", _mem(43, 16384, 0.97, 1550), TrialOutcome.OOM, 7)
+    model.observe("vllm", _mem(293, 4494, 0.97, 1648), TrialOutcome.OOM, 9)
+    between = _mem(256, 8192, 0.97, 2048)  # below trial 7 in max_num_batched_tokens, below 9 in max_num_seqs
+    why = model.predict("vllm", between)
+    assert why is not None and "trials 7 and 9" in why, why
+    assert model.predict("vllm", {**between, "gpu_memory_utilization": 0.92}) is None  # below both
+    assert model.predict("vllm", {**between, "max_num_seqs": 30}) is None  # below both failures' sequence caps
+    assert model.predict("vllm", {**between, "max_cudagraph_capture_size": 1500}) is None
+
+    model.observe("vllm", _mem(250, 12000, 0.97, 1648), TrialOutcome.OK, 12)  # a mix that ran: the pair is wrong
+    assert model.predict("vllm", between) is None
+    assert model.predict("vllm", _mem(300, 5000, 0.97, 1700)) is not None  # trial 9's own rule still holds
+
+
+def test_a_larger_draft_is_a_larger_config_not_another_context() -> None:
+    """An OOM with DFlash at 2 draft tokens predicts it at 8 with every other knob the same (more draft tokens only
+    need more memory), not at 1 and not for another method."""
+    from tests.search.test_levers import DFLASH, study
+
+    st = study(allow=["speculative_decoding"], speculative=DFLASH)
+    sp = build_space(st).engines["sim"]
+
+    def args(method: str, k: int) -> dict[str, Any]:
+        values = {"max_num_seqs": 256, "gpu_memory_utilization": 0.95, "speculative_config.method": method,
+                  "speculative_config.num_speculative_tokens": k}
+        return sp.apply_constraints(values)[0]
+
+    model = FeasibilityModel({"sim": sp}, use_classifier=False)
+    model.observe("sim", args("dflash", 2), TrialOutcome.OOM, 3)
+    why = model.predict("sim", args("dflash", 8))
+    assert why is not None and "speculative_config.num_speculative_tokens >= 2" in why, why
+    assert model.predict("sim", args("dflash", 1)) is None
+    assert model.predict("sim", args("ngram", 8)) is None
+
+
+def test_the_memory_model_learns_a_half_space_no_rule_covers() -> None:
+    """Memory demand is a sum, so OOM is a half-space in the sizes (here: memory share + 2e-5 x graph size > 0.99,
+    the sequence cap irrelevant). Failures at many sequence caps do not cover a config with a smaller cap, by rule;
+    the logistic memory model, fitted on OOM against ran, predicts it from the share and the graphs."""
+    space = build_space(make_study())
+    model = FeasibilityModel(space.engines, use_classifier=False)
+    runs = [(43, 0.97, 1550), (293, 0.97, 1648), (626, 0.97, 1699), (78, 0.96, 1716), (177, 0.95, 1961),
+            (1024, 0.89, 1816), (256, 0.86, 2367), (16, 0.88, 682), (256, 0.91, 660), (128, 0.94, 2100),
+            (512, 0.93, 1556), (64, 0.92, 2043)]
+    for i, (mns, gmu, graphs) in enumerate(runs):
+        oom = gmu + 2e-5 * graphs > 0.99
+        model.observe("vllm", _mem(mns, 8192, gmu, graphs), TrialOutcome.OOM if oom else TrialOutcome.OK, i)
+    hot = _mem(16, 8192, 0.97, 1800)
+    assert not any(r.covers("vllm", model.full("vllm", hot)) for r in model.rules)
+    why = model.predict("vllm", hot)
+    assert why is not None and "memory model predicts OOM" in why, why
+    assert model.predict("vllm", _mem(16, 8192, 0.88, 700)) is None
+    assert model.predict("vllm", _mem(2048, 8192, 0.9, 512)) is None  # a large cap alone is not the cause

@@ -4,11 +4,18 @@ Three layers, cheapest first:
 1. exact memory: a config (engine + launched args) that failed to start or ran out of memory is
    never launched again;
 2. monotone rules: an OOM at some values of the memory-increasing parameters predicts OOM for every
-   config of the same engine that is at least as large on all of them (a rule a later success
-   contradicts is dropped);
-3. a random-forest classifier of "fails to run" (SCOOT-like) over every observed config, trusted only
-   above an adaptive threshold: it tightens when a config it let through fails, and loosens when it
-   rejects many samples in a row (so it cannot starve the search).
+   config of the same engine that is at least as large on all of them; two OOMs of the same context
+   also predict it for every config at least as large as some mix of the two (memory demands add up,
+   so a mix of two failures' settings demands at least the smaller of their two demands); a rule a
+   later success contradicts is dropped;
+3. two classifiers, trusted only above an adaptive threshold (it tightens when a config they let through
+   fails, and loosens when they reject many samples in a row, so they cannot starve the search):
+   a random forest of "fails to run" (SCOOT-like) over every observed config, and a memory model, a
+   logistic regression of "ran out of memory" against "ran" on the memory sizes and the memory
+   context. Why the second: memory demand is a sum (weights + activations + KV share + CUDA graphs), so
+   the OOM region is a half-space in those sizes; the forest's axis-aligned splits over every knob read
+   it at P ~0.5 after eight OOMs of one search (benchmark dynamic seed 551: memory share 0.93-0.97
+   against graph sizes 1550-8424), and the draws kept landing in it.
 """
 
 from __future__ import annotations
@@ -20,37 +27,87 @@ from typing import Any
 import numpy as np
 
 from tuner.search.space import EngineSpace
-from tuner.spec.levers import MEMORY_CONTEXT, unfold
+from tuner.spec.levers import DRAFT_SIZES, MEMORY_CONTEXT, unfold
 from tuner.trial.outcome import TrialOutcome
 
 
 @dataclass
 class OOMRule:
-    """Every config of `engine` with each memory param >= `floor` is predicted to run out of memory."""
+    """Every config of `engine` with each memory param >= `floor` is predicted to run out of memory; with
+    `other` (a pair rule), every config at least as large as some mix l x floor + (1 - l) x other, l in [0, 1]."""
 
     engine: str
     floor: dict[str, float]
     source: int  # trial number that taught it
-    # precision, speculative decoding and layout change the memory per config: a rule holds only for
+    # precision, speculative method and layout change the memory per config: a rule holds only for
     # configs that share them (an OOM with BF16 weights says nothing about FP8 weights or TP 2)
     context: dict[str, str] = field(default_factory=dict)
+    other: dict[str, float] | None = None  # the second failure of a pair rule (same knobs)
+    other_source: int = -1
 
     def covers(self, engine: str, full: dict[str, Any]) -> bool:
         if engine != self.engine or _context(full) != self.context:
             return False
-        for name, low in self.floor.items():
-            v = full.get(name)
-            if not isinstance(v, (int, float)) or isinstance(v, bool) or v < low:
-                return False
-        return True
+        size = memory_sizes(full)
+        if any(k not in size for k in self.floor):
+            return False
+        if self.other is None:
+            return all(size[k] >= low for k, low in self.floor.items())
+        return _above_mix(size, self.floor, self.other)
 
     def describe(self) -> str:
+        if self.other is not None:
+            spans = ", ".join(f"{k} {min(v, self.other[k]):g}-{max(v, self.other[k]):g}" for k, v in self.floor.items())
+            return (f"predicted OOM: at least a mix of the memory settings that ran out of memory in trials "
+                    f"{self.source} and {self.other_source} ({spans})")
         parts = " and ".join(f"{k} >= {v:g}" for k, v in self.floor.items())
         return f"predicted OOM: {parts} (learned from trial {self.source})"
 
 
+def _above_mix(size: dict[str, float], a: dict[str, float], b: dict[str, float]) -> bool:
+    """Is there an l in [0, 1] with size >= l x a + (1 - l) x b on every knob? Each knob bounds l from one side."""
+    lo, hi = 0.0, 1.0
+    for k, ak in a.items():
+        y, bk = size[k], b[k]
+        if math.isclose(ak, bk):
+            if y < min(ak, bk):
+                return False
+        elif ak > bk:
+            hi = min(hi, (y - bk) / (ak - bk))
+        else:
+            lo = max(lo, (bk - y) / (bk - ak))
+        if lo > hi:
+            return False
+    return True
+
+
+def memory_sizes(full: dict[str, Any], knobs: tuple[str, ...] | None = None) -> dict[str, float]:
+    """The numeric values that only add memory: the engine's memory knobs (all numeric args when `knobs` is None)
+    and the draft length of a speculative config (`speculative_config.num_speculative_tokens`, SGLang's draft
+    tokens and steps), which sizes the draft's CUDA graphs and KV."""
+    out: dict[str, float] = {}
+    for k, v in full.items():
+        if isinstance(v, dict):
+            out.update({f"{k}.{f}": float(v[f]) for f in DRAFT_SIZES if _number(v.get(f))})
+        elif _number(v) and (knobs is None or k in knobs or k in DRAFT_SIZES):
+            out[k] = float(v)
+    return out
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
 def _context(full: dict[str, Any]) -> dict[str, str]:
-    return {k: str(full[k]) for k in MEMORY_CONTEXT if full.get(k) not in (None, "none", "auto", 1)}
+    """The memory context of a config: its precision, speculative method (a draft length is a size, not
+    context: larger drafts only need more memory) and layout."""
+    out = {}
+    for k in MEMORY_CONTEXT:
+        v = full.get(k)
+        if v in (None, "none", "auto", 1):
+            continue
+        out[k] = str({f: x for f, x in v.items() if f not in DRAFT_SIZES} if isinstance(v, dict) else v)
+    return out
 
 
 @dataclass
@@ -58,6 +115,7 @@ class _Obs:
     engine: str
     full: dict[str, Any]
     failed: bool
+    oom: bool = False
 
 
 @dataclass
@@ -66,6 +124,8 @@ class FeasibilityModel:
 
     spaces: dict[str, EngineSpace]
     use_classifier: bool = True
+    memory_model: bool = True  # the logistic OOM model beside the forest (module docstring)
+    memory_c: float = 10.0  # its inverse L2 strength on standardised sizes
     seed: int = 0
     threshold: float = 0.85  # classifier P(fail) above which a config is skipped
     min_failures: int = 2  # classifier trains once it has this many failures and as many runs
@@ -73,6 +133,7 @@ class FeasibilityModel:
     failed: dict[tuple[str, str], str] = field(default_factory=dict)  # exact config -> reason
     _obs: list[_Obs] = field(default_factory=list)
     _forest: dict[str, Any] = field(default_factory=dict)  # engine -> fitted classifier
+    _memory: dict[str, tuple[list[str], Any]] = field(default_factory=dict)  # engine -> (features, fitted OOM model)
     _passed_by_forest: set[tuple[str, str]] = field(default_factory=set)
     _streak: int = 0  # classifier rejections in a row
 
@@ -89,7 +150,7 @@ class FeasibilityModel:
         failed = outcome.infeasible_config
         if not failed and not outcome.ran:
             return  # crashed / timeout: says little about the config itself
-        self._obs.append(_Obs(engine, full, failed))
+        self._obs.append(_Obs(engine, full, failed, outcome is TrialOutcome.OOM))
         if failed:
             self.failed[key] = f"{outcome.value} in trial {number}{': ' + reason if reason else ''}"
             if key in self._passed_by_forest:  # the classifier let a failure through: be stricter
@@ -100,16 +161,21 @@ class FeasibilityModel:
             # a config that ran disproves every rule that covers it
             self.rules = [r for r in self.rules if not r.covers(engine, full)]
         self._forest.pop(engine, None)  # refit lazily
+        self._memory.pop(engine, None)
 
     def _learn_oom(self, engine: str, full: dict[str, Any], number: int) -> None:
-        floor = {k: float(full[k]) for k in self.spaces[engine].memory_knobs
-                 if isinstance(full.get(k), (int, float)) and not isinstance(full.get(k), bool)}
+        floor = memory_sizes(full, self.spaces[engine].memory_knobs)
         if not floor:
             return
         ran = [o for o in self._obs if not o.failed]
         rule = OOMRule(engine, floor, number, _context(full))
         if any(rule.covers(o.engine, o.full) for o in ran):
             return  # a larger config already ran: the OOM came from elsewhere
+        for r in [r for r in self.rules if r.other is None and r.engine == engine and r.context == rule.context
+                  and r.floor.keys() == floor.keys()]:
+            pair = OOMRule(engine, r.floor, r.source, rule.context, other=floor, other_source=number)
+            if not any(pair.covers(o.engine, o.full) for o in ran):
+                self.rules.append(pair)
         self.rules.append(rule)
 
     def predict(self, engine: str, args: dict[str, Any]) -> str | None:
@@ -121,13 +187,15 @@ class FeasibilityModel:
         for rule in self.rules:
             if rule.covers(engine, full):
                 return rule.describe()
-        p = self._p_fail(engine, full)
+        p, what = max(((p, what) for p, what in ((self._p_fail(engine, full), "classifier predicts failure"),
+                                                   (self._p_oom(engine, full), "memory model predicts OOM"))
+                       if p is not None), default=(None, ""))
         if p is not None and p >= self.threshold:
             self._streak += 1
             if self._streak >= 20:  # too strict for this space: relax
                 self.threshold = min(0.99, self.threshold + 0.05)
                 self._streak = 0
-            return f"classifier predicts failure (p={p:.2f} >= {self.threshold:.2f})"
+            return f"{what} (p={p:.2f} >= {self.threshold:.2f})"
         if p is not None:
             self._passed_by_forest.add(key)
         self._streak = 0
@@ -151,6 +219,38 @@ class FeasibilityModel:
             forest.fit(np.array([self._encode(engine, o.full) for o in obs]), [int(o.failed) for o in obs])
             self._forest[engine] = forest
         return float(forest.predict_proba(np.array([self._encode(engine, full)]))[0][1])
+
+    def _p_oom(self, engine: str, full: dict[str, Any]) -> float | None:
+        """P(out of memory) from a logistic regression on the memory sizes (linear: demands add up) and the
+        memory context's values (each shifts the demand: FP8 weights, a draft model), OOM against ran."""
+        if not self.memory_model:
+            return None
+        obs = [o for o in self._obs if o.engine == engine and (o.oom or not o.failed)]
+        n_oom = sum(o.oom for o in obs)
+        if n_oom < self.min_failures or len(obs) - n_oom < self.min_failures:
+            return None
+        fit = self._memory.get(engine)
+        if fit is None:
+            try:
+                from sklearn.linear_model import LogisticRegression
+                from sklearn.pipeline import make_pipeline
+                from sklearn.preprocessing import StandardScaler
+            except ImportError:
+                self.memory_model = False
+                return None
+            rows = [self._memory_row(engine, o.full) for o in obs]
+            names = sorted({k for r in rows for k in r})
+            model = make_pipeline(StandardScaler(), LogisticRegression(C=self.memory_c))
+            model.fit(np.array([[r.get(k, 0.0) for k in names] for r in rows]), [int(o.oom) for o in obs])
+            fit = self._memory[engine] = (names, model)
+        names, model = fit
+        row = self._memory_row(engine, full)
+        return float(model.predict_proba(np.array([[row.get(k, 0.0) for k in names]]))[0][1])
+
+    def _memory_row(self, engine: str, full: dict[str, Any]) -> dict[str, float]:
+        row = memory_sizes(full, self.spaces[engine].memory_knobs)
+        row.update({f"{k}={v}": 1.0 for k, v in _context(full).items()})
+        return row
 
     def _encode(self, engine: str, full: dict[str, Any]) -> list[float]:
         """Numeric features: log for log-scaled ranges, 0/1 for booleans, one-hot for choices."""

@@ -168,8 +168,10 @@ def _put(out: dict[str, Any], nested: dict[str, dict[str, Any]], name: str, valu
 
 LAYOUT_ARGS = ("tensor_parallel_size", "data_parallel_size", "tp_size", "dp_size")
 # args that change how much memory a config needs without being "larger" (OOM rules match on them)
-MEMORY_CONTEXT = ("kv_cache_dtype", "quantization", "speculative_config", "speculative_algorithm",
-                  "speculative_num_draft_tokens", *LAYOUT_ARGS)
+MEMORY_CONTEXT = ("kv_cache_dtype", "quantization", "speculative_config", "speculative_algorithm", *LAYOUT_ARGS)
+# draft lengths (vLLM's speculative_config field, SGLang's args): a larger one only needs more memory (OOM rules
+# hold them as sizes, like max_num_seqs, not as context)
+DRAFT_SIZES = ("num_speculative_tokens", "speculative_num_draft_tokens", "speculative_num_steps")
 
 
 def gpus(args: Mapping[str, Any], model_tp: int = 1) -> int:
