@@ -9,7 +9,7 @@ import optuna
 from optuna.distributions import CategoricalDistribution, IntDistribution
 from optuna.trial import FrozenTrial, TrialState, create_trial
 
-from tuner.search.bracket import bracket_plan
+from tuner.search.bracket import bracket_plan, halfway_value
 from tuner.search.coord import FLAT, _key
 from tuner.search.coord_polish import CoordPolishSampler
 from tuner.search.planned import sla_feasible
@@ -64,15 +64,18 @@ def test_no_move_without_a_top_three_values_or_a_new_value() -> None:
     assert _plan([_trial(1, 0.6), _trial(2, 0.8), _trial(4, 1.0), _trial(16, 0.85)]) is None
 
 
-def _first_move(bracket: bool | str, lead: tuple[str, Any] | None = None) -> tuple[str, Any] | None:
-    """The sampler's first move from the told trials above; `lead`: the move that made the incumbent (trial 2)."""
+def _first_move(bracket: bool | str, lead: tuple[str, Any] | None = None, moved_from: Any = 4,
+                base: float = 0.93) -> tuple[str, Any] | None:
+    """The sampler's first move from the told trials above; `lead`: the move that made the incumbent (trial 2),
+    from the knob's value `moved_from` and the objective `base`."""
     sampler = CoordPolishSampler(seed=0, n_startup_trials=0, move_share=1.0, draw_scale=0.0, near_fail=3.0,
                                  flat_interval=False, sweep="none", polish=0, bracket=bracket, minor=MINOR)
     study = optuna.create_study(direction="maximize", sampler=sampler)
     for t in (_trial(1, 0.64), _trial(4, 0.93), _trial(16, 0.947), _trial(16, 0.6, method="ngram")):
         study.add_trial(t)
     if lead is not None:  # as the sampler records a move it made (the objective it moved from: trial 1's)
-        sampler.moves[2], sampler._from[2], sampler._start_of[2] = lead, 0.93, 1
+        sampler.moves[2], sampler._from[2], sampler._start_of[2] = lead, base, 1
+        sampler._moved_from[2] = moved_from
     trial = study.ask()
     trial.suggest_categorical("method", ["dflash", "ngram"])
     trial.suggest_categorical("kv", ["auto", "fp8"])
@@ -102,3 +105,21 @@ def test_a_trial_that_failed_or_missed_the_sla_is_not_in_the_profile() -> None:
     assert _plan(told) is None  # two values left: 1 and 16
     failed = create_trial(params=told[0].params | {"draft": 4}, distributions=DISTS, state=TrialState.FAIL)
     assert _plan([*told, failed]) is None
+
+
+def test_halfway_splits_only_a_coarse_numeric_step() -> None:
+    draft, share = IntDistribution(1, 16, log=True), IntDistribution(0, 100)
+    assert halfway_value(draft, 3, 12) == 6 and halfway_value(draft, 16, 4) == 8
+    assert halfway_value(draft, 8, 15) is None  # a x2 step: nothing to halve
+    assert halfway_value(share, 10, 60) == 35 and halfway_value(share, 10, 20) is None
+    assert halfway_value(CategoricalDistribution(["a", "b"]), "a", "b") is None
+
+
+def test_half_tries_the_midpoint_of_the_coarse_move_that_gained() -> None:
+    """`bracket="half"` (search44, traced on dynamic seed 551: 3 -> 12 draft tokens gained 3 %, the top was at 6):
+    after a coarse move made the incumbent, its midpoint is the next move; not after a move that gained less than
+    FLAT, not for an incumbent from a draw, and not for a fine step."""
+    assert _first_move("half", ("draft", 16)) == ("draft", 8)
+    assert _first_move("half", ("draft", 16), base=0.945) != ("draft", 8)  # +0.2 %: not a gain
+    assert _first_move("half") != ("draft", 8)
+    assert _first_move("half", ("draft", 16), moved_from=8) != ("draft", 8)  # 8 -> 16 is one x2 step

@@ -60,7 +60,7 @@ from optuna.study import Study, StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.search.attrs import A_DUPLICATE, A_OUTCOME, A_REJECTED
-from tuner.search.bracket import bracket_plan
+from tuner.search.bracket import bracket_plan, halfway_value
 from tuner.search.coord import (
     FLAT,
     FLAT_PENALTY,
@@ -208,14 +208,23 @@ class CoordPolishSampler(CoordTPESampler):
         if best is None:
             return None
         knobs = None
-        if self.bracket == "lead":  # only a numeric knob whose move made the incumbent: no model fit otherwise
+        if self.bracket == "half":  # the midpoint of the coarse numeric move that made the incumbent, once
+            moved, base = self.moves.get(best.number), self._from.get(best.number)
+            if moved is None or base is None or best.values[0] < base * (1 + FLAT):
+                return None
+            v = halfway_value(best.distributions.get(moved[0]), self._moved_from.get(best.number), moved[1])
+            plan = {**best.params, moved[0]: v}
+            if v is None or _key(plan) in self._seen(trials, trial):
+                return None
+            found: tuple[str, Any, dict[str, Any]] | None = (moved[0], v, plan)
+        elif self.bracket == "lead":  # only a numeric knob whose move made the incumbent: no model fit otherwise
             moved = self.moves.get(best.number)
             if moved is None or not isinstance(best.distributions.get(moved[0]), (IntDistribution, FloatDistribution)):
                 return None
             knobs = {moved[0]}
-        seen = self._seen(trials, trial)
-        model = _Additive(told, centre=best.params if self.local > 0 else None, width=self.local)
-        found = bracket_plan(told, best, seen, _key, FLAT, self.minor, model.predict, knobs)
+        if self.bracket != "half":
+            model = _Additive(told, centre=best.params if self.local > 0 else None, width=self.local)
+            found = bracket_plan(told, best, self._seen(trials, trial), _key, FLAT, self.minor, model.predict, knobs)
         if found is None:
             return None
         name, v, plan = found
