@@ -34,7 +34,9 @@ failure share and never moved to again; moves went to knobs whose one-hot coeffi
 - **Bracket** (`bracket`, search43; tuner/search/bracket.py): before the ranked move, a numeric knob of the incumbent
   goes into the gap of its profile (trials a lever apart, moved to the incumbent's other knobs by the model) that a
   least-squares parabola rates highest, when that beats the incumbent by FLAT; "lead": only the knob of the move that
-  made the incumbent (a draft length 4 -> 16 that gained 2 % is followed by 8, where the top is).
+  made the incumbent (a draft length 4 -> 16 that gained 2 % is followed by 8, where the top is). "half" (search44): no
+  parabola; after a coarse numeric move (x3 or more, a fifth of a linear range) made the incumbent by FLAT or more,
+  its midpoint once (compass search's step halving).
 - **Coarse steps first** (`fine` > 0, search40, not kept): a numeric step of at most x3 on a log range or under 1/5 of
   a linear one gets `fine` added to its penalty. Fresh seeds 210-269: 155 hits against the shipped sampler's 155.
 
@@ -47,7 +49,7 @@ What `search.algorithm: tpe-coord` builds (search39, docs/search.md "`tpe-coord`
 `chosen(untested=UNTESTED, minor=space.minor(), halves=True)`: the space's minor knobs moved last (`minor`, in the base
 class), a linear numeric also moved to half and twice its value (`halves`: a linear count 4 -> 2 -> 1; the draft
 length, linear until search42, is log-scaled in the space files now and moves x/ 2 and 4 anyway); since search41 also
-`relief=space.memory()`.
+`relief=space.memory()`; since search44 also `bracket="half"`.
 """
 
 from __future__ import annotations
@@ -73,7 +75,7 @@ from tuner.search.coord import (
     _told,
 )
 from tuner.search.planned import incumbent, sla_feasible, snap, to_unit
-from tuner.search.support import Support
+from tuner.search.support import Support, pair_flat
 from tuner.trial.outcome import TrialOutcome
 
 COVER = (
@@ -166,7 +168,7 @@ class CoordPolishSampler(CoordTPESampler):
         # ("unflat": only its moves that changed the objective count)
         self._polishing = False
         self.pair_flat = pair_flat  # > 0: two told trials that tie and differ in <= this many knobs mark
-        # their differing categoricals flat (free evidence from the TPE draws; `_pair_flat`)
+        # their differing categoricals flat (free evidence from the TPE draws; support.pair_flat)
         self.unsupported = unsupported  # > 0: a categorical move to a value no SLA-feasible told trial holds
         # within this distance of the start is predicted no worse than the start (`_predicted`)
         self.untested = untested  # > 0: a move to a value no matched pair of told trials tested gets this many
@@ -364,7 +366,7 @@ class CoordPolishSampler(CoordTPESampler):
             ]
         out = super()._flat(trials)
         if self.pair_flat > 0:
-            for name, moves in _pair_flat([t for t in trials if _told(t)], self.pair_flat).items():
+            for name, moves in pair_flat([t for t in trials if _told(t)], self.pair_flat).items():
                 out.setdefault(name, []).extend(moves)
         self._flat_now = out
         return out
@@ -437,36 +439,6 @@ def _fine_step(d: BaseDistribution, old: Any, v: Any) -> bool:
     if d.log:
         return bool(max(v / old, old / v) < 3.0) if old > 0 and v > 0 else False
     return abs(v - old) < 0.2 * (d.high - d.low)
-
-
-def _pair_flat(told: list[FrozenTrial], most: int) -> dict[str, list[tuple[Any, Any]]]:
-    """Categorical knobs that two SLA-feasible told trials within FLAT of each other differ in, when they differ
-    in at most `most` knobs (a categorical, or a numeric by >= 1/8 of its range; the same knobs present), each
-    with (value, value). Why: the TPE draws next to the incumbent often change only knobs that do nothing
-    (stream interval, block size, policy) and tie with it; a tie is the evidence a flat single-knob move buys
-    with a trial, so those knobs need not be moved to learn it (a cancelling pair of effects within 1 % is rare)."""
-    ok = [
-        t for t in told if t.state == TrialState.COMPLETE and t.values and t.values[0] > 0 and sla_feasible(t)
-    ]
-    out: dict[str, list[tuple[Any, Any]]] = {}
-    for i, a in enumerate(ok):
-        for b in ok[i + 1 :]:
-            if abs(a.values[0] - b.values[0]) >= FLAT * max(a.values[0], b.values[0]) or set(a.params) != set(
-                b.params
-            ):
-                continue
-            cats, n = [], 0
-            for k, d in a.distributions.items():
-                if isinstance(d, CategoricalDistribution):
-                    if a.params[k] != b.params[k]:
-                        cats.append(k)
-                        n += 1
-                elif isinstance(d, (IntDistribution, FloatDistribution)) and not math.isclose(d.low, d.high):
-                    n += abs(to_unit(d, a.params[k]) - to_unit(d, b.params[k])) >= 0.125 - 1e-9
-            if 0 < n <= most:
-                for k in cats:
-                    out.setdefault(k, []).append((a.params[k], b.params[k]))
-    return out
 
 
 def _distance(dists: dict[str, BaseDistribution], a: dict[str, Any], b: dict[str, Any]) -> float:

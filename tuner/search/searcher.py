@@ -61,9 +61,11 @@ def make_sampler(study: Study, space: Space, offset: int = 0) -> optuna.samplers
         return LocalTPESampler(seed=seed, n_startup_trials=study.search.n_startup_trials)
     if algo == "tpe-coord":  # single-knob moves of the incumbent ranked by a model, + multivariate TPE (docs/search.md:
         # near failures, tighter draw, untested moves, the space's minor knobs last, halves; search39's fresh seeds;
-        # an out-of-memory move retried with the memory knobs lower: search41's)
+        # an out-of-memory move retried with the memory knobs lower: search41's; the midpoint of a coarse numeric
+        # move that made the incumbent: search44's)
         return CoordPolishSampler.chosen(seed=seed, n_startup_trials=min(study.search.n_startup_trials, COORD_STARTUP),
-                                         untested=UNTESTED, minor=space.minor(), halves=True, relief=space.memory())
+                                         untested=UNTESTED, minor=space.minor(), halves=True, relief=space.memory(),
+                                         bracket="half")
     if algo == "rf":  # random forest + EI, local search around the best trials (tuner/search/rf_sampler.py)
         return RFSampler(seed=seed, space=space, n_startup_trials=min(study.search.n_startup_trials, RF_STARTUP))
     if algo == "tpe":

@@ -34,8 +34,10 @@ from typing import Any
 
 import numpy as np
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
+from optuna.trial import FrozenTrial, TrialState
 
-from tuner.search.planned import to_unit
+from tuner.search.coord import FLAT
+from tuner.search.planned import sla_feasible, to_unit
 
 IMPORTANT = 0.05  # log-objective spread at which a knob counts fully in a pair's difference
 FLAT_SPREAD = 0.01  # below this spread a knob counts nothing (the samplers' FLAT)
@@ -138,3 +140,33 @@ def _importance(model: Any, here: dict[str, Any], name: str, d: BaseDistribution
 
 def _mean_predict(model: Any, params: dict[str, Any]) -> float:
     return float((np.array(model.features(params)) - model.mx) @ model.mean)
+
+
+def pair_flat(told: list[FrozenTrial], most: int) -> dict[str, list[tuple[Any, Any]]]:
+    """Categorical knobs that two SLA-feasible told trials within FLAT of each other differ in, when they differ
+    in at most `most` knobs (a categorical, or a numeric by >= 1/8 of its range; the same knobs present), each
+    with (value, value). Why: the TPE draws next to the incumbent often change only knobs that do nothing
+    (stream interval, block size, policy) and tie with it; a tie is the evidence a flat single-knob move buys
+    with a trial, so those knobs need not be moved to learn it (a cancelling pair of effects within 1 % is rare)."""
+    ok = [
+        t for t in told if t.state == TrialState.COMPLETE and t.values and t.values[0] > 0 and sla_feasible(t)
+    ]
+    out: dict[str, list[tuple[Any, Any]]] = {}
+    for i, a in enumerate(ok):
+        for b in ok[i + 1 :]:
+            if abs(a.values[0] - b.values[0]) >= FLAT * max(a.values[0], b.values[0]) or set(a.params) != set(
+                b.params
+            ):
+                continue
+            cats, n = [], 0
+            for k, d in a.distributions.items():
+                if isinstance(d, CategoricalDistribution):
+                    if a.params[k] != b.params[k]:
+                        cats.append(k)
+                        n += 1
+                elif isinstance(d, (IntDistribution, FloatDistribution)) and not math.isclose(d.low, d.high):
+                    n += abs(to_unit(d, a.params[k]) - to_unit(d, b.params[k])) >= 0.125 - 1e-9
+            if 0 < n <= most:
+                for k in cats:
+                    out.setdefault(k, []).append((a.params[k], b.params[k]))
+    return out
