@@ -201,12 +201,18 @@ class FeasibilityModel:
         self._streak = 0
         return None
 
+    def _examples(self, engine: str, failures: bool) -> list[_Obs] | None:
+        """The engine's observations a classifier trains on, None until it has `min_failures` of each class:
+        every one, failed against ran (the forest), or OOM against ran (`failures`: the memory model)."""
+        obs = [o for o in self._obs if o.engine == engine and not (failures and o.failed and not o.oom)]
+        n = sum(o.oom if failures else o.failed for o in obs)
+        return obs if n >= self.min_failures and len(obs) - n >= self.min_failures else None
+
     def _p_fail(self, engine: str, full: dict[str, Any]) -> float | None:
         if not self.use_classifier:
             return None
-        obs = [o for o in self._obs if o.engine == engine]
-        n_fail = sum(o.failed for o in obs)
-        if n_fail < self.min_failures or len(obs) - n_fail < self.min_failures:
+        obs = self._examples(engine, failures=False)
+        if obs is None:
             return None
         forest = self._forest.get(engine)
         if forest is None:
@@ -225,9 +231,8 @@ class FeasibilityModel:
         memory context's values (each shifts the demand: FP8 weights, a draft model), OOM against ran."""
         if not self.memory_model:
             return None
-        obs = [o for o in self._obs if o.engine == engine and (o.oom or not o.failed)]
-        n_oom = sum(o.oom for o in obs)
-        if n_oom < self.min_failures or len(obs) - n_oom < self.min_failures:
+        obs = self._examples(engine, failures=True)
+        if obs is None:
             return None
         fit = self._memory.get(engine)
         if fit is None:
