@@ -68,7 +68,7 @@ def test_the_default_sampler_tpe_coord_reads_the_minor_knobs_of_its_space() -> N
 def test_fine_steps_wait_for_the_coarse_ones() -> None:
     """`fine` (search40, not what tpe-coord builds): x2 on a log range and steps under 1/5 of a linear one are
     fine; with the penalty every numeric knob's coarse moves come before its fine ones, without it they mix."""
-    from tuner.search.coord_polish import _fine_step
+    from tuner.search.bracket import fine_step as _fine_step
 
     log, lin = IntDistribution(16, 1024, log=True), IntDistribution(1, 16)
     assert _fine_step(log, 64, 128) and _fine_step(log, 64, 32) and not _fine_step(log, 64, 256)

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
-from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.search.coord import _from_unit
@@ -111,20 +111,28 @@ def _fine(d: IntDistribution | FloatDistribution) -> float:
     return 0.125
 
 
-def halfway_value(d: Any, old: Any, new: Any) -> Any | None:
-    """The point between the two ends of a coarse numeric step (x3 or more on a log range, a fifth of a linear one
-    or more), snapped; None for a fine step or when no value lies strictly between. Why (search44, traced on dynamic
-    seed 551): a draft length 3 -> 12 gained 3 %, 12 became the incumbent, and its only draft move left, 6, where the
-    top was, read as an interpolation between 3 and 12 in every later ranking. Compass search halves the step there."""
-    if not isinstance(d, (IntDistribution, FloatDistribution)) or old is None or new is None or old == new:
+def fine_step(d: BaseDistribution, old: Any, v: Any) -> bool:
+    """A small numeric step: at most x3 on a log range, under 1/5 of a linear range."""
+    if not isinstance(d, (IntDistribution, FloatDistribution)) or old is None or math.isclose(d.low, d.high):
+        return False
+    if d.log:
+        return bool(max(v / old, old / v) < 3.0) if old > 0 and v > 0 else False
+    return abs(v - old) < 0.2 * (d.high - d.low)
+
+
+def halfway_value(d: BaseDistribution | None, old: Any, new: Any) -> Any | None:
+    """The point between the two ends of a coarse numeric step (not a `fine_step`), snapped; None for a fine step or
+    when no value lies strictly between. Why (search44, traced on dynamic seed 551): a draft length 3 -> 12 gained
+    3 %, 12 became the incumbent, and its only draft move left, 6, where the top was, read as an interpolation
+    between 3 and 12 in every later ranking. Compass search halves the step there."""
+    if not isinstance(d, (IntDistribution, FloatDistribution)) or old is None or new is None or old == new \
+            or fine_step(d, old, new):
         return None
     if d.log:
-        if old <= 0 or new <= 0 or max(new / old, old / new) < 3.0:
+        if old <= 0 or new <= 0:
             return None
         mid = math.sqrt(old * new)
     else:
-        if abs(new - old) < 0.2 * (d.high - d.low):
-            return None
         mid = (old + new) / 2
     x = snap(d, mid)
     return x if min(old, new) < x < max(old, new) else None

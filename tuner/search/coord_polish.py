@@ -62,7 +62,7 @@ from optuna.study import Study, StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.search.attrs import A_DUPLICATE, A_OUTCOME, A_REJECTED
-from tuner.search.bracket import bracket_plan, halfway_value
+from tuner.search.bracket import bracket_plan, fine_step, halfway_value
 from tuner.search.coord import (
     FLAT,
     FLAT_PENALTY,
@@ -205,26 +205,20 @@ class CoordPolishSampler(CoordTPESampler):
         return super()._best_move(study, trial)
 
     def _bracket_plan(self, study: Study, trial: FrozenTrial) -> dict[str, Any] | None:
-        """The incumbent with one numeric knob in the gap its profile's parabola rates highest (tuner/search/bracket.py)."""
+        """The incumbent with one numeric knob in the gap its profile's parabola rates highest (tuner/search/bracket.py),
+        or (`bracket="half"`) at the midpoint of the coarse move that made it."""
         trials, told, best = self._told_best(study)
         if best is None:
             return None
-        knobs = None
-        if self.bracket == "half":  # the midpoint of the coarse numeric move that made the incumbent, once
-            moved, base = self.moves.get(best.number), self._from.get(best.number)
-            if moved is None or base is None or best.values[0] < base * (1 + FLAT):
-                return None
-            v = halfway_value(best.distributions.get(moved[0]), self._moved_from.get(best.number), moved[1])
-            plan = {**best.params, moved[0]: v}
-            if v is None or _key(plan) in self._seen(trials, trial):
-                return None
-            found: tuple[str, Any, dict[str, Any]] | None = (moved[0], v, plan)
-        elif self.bracket == "lead":  # only a numeric knob whose move made the incumbent: no model fit otherwise
-            moved = self.moves.get(best.number)
-            if moved is None or not isinstance(best.distributions.get(moved[0]), (IntDistribution, FloatDistribution)):
-                return None
-            knobs = {moved[0]}
-        if self.bracket != "half":
+        if self.bracket == "half":
+            found = self._halfway(best, self._seen(trials, trial))
+        else:
+            knobs = None
+            if self.bracket == "lead":  # only a numeric knob whose move made the incumbent: no model fit otherwise
+                moved = self.moves.get(best.number)
+                if moved is None or not isinstance(best.distributions.get(moved[0]), (IntDistribution, FloatDistribution)):
+                    return None
+                knobs = {moved[0]}
             model = _Additive(told, centre=best.params if self.local > 0 else None, width=self.local)
             found = bracket_plan(told, best, self._seen(trials, trial), _key, FLAT, self.minor, model.predict, knobs)
         if found is None:
@@ -235,6 +229,15 @@ class CoordPolishSampler(CoordTPESampler):
         self._moved_from[trial.number] = best.params.get(name)
         self._start_of[trial.number] = best.number
         return plan
+
+    def _halfway(self, best: FrozenTrial, seen: set[Any]) -> tuple[str, Any, dict[str, Any]] | None:
+        """`bracket="half"`: the midpoint of the coarse numeric move that made the incumbent (gaining FLAT), once."""
+        moved, base = self.moves.get(best.number), self._from.get(best.number)
+        if moved is None or base is None or best.values[0] < base * (1 + FLAT):
+            return None
+        v = halfway_value(best.distributions.get(moved[0]), self._moved_from.get(best.number), moved[1])
+        plan = {**best.params, moved[0]: v}
+        return None if v is None or _key(plan) in seen else (moved[0], v, plan)
 
     def _relief_plan(self, study: Study, trial: FrozenTrial) -> dict[str, Any] | None:
         """The latest out-of-memory move of a knob that is not a memory knob, from a trial still within FLAT of the
@@ -399,7 +402,7 @@ class CoordPolishSampler(CoordTPESampler):
                                                 self.weigh))
             if not isinstance(d, CategoricalDistribution) or self._support[1].tested(name, d, v):
                 base += COMPLETE
-        if self.fine and _fine_step(d, old, v):
+        if self.fine and fine_step(d, old, v):
             base += self.fine
         rotates = self.rotate and not (self.rotate_cats and not isinstance(d, CategoricalDistribution))
         if rotates and self._model_now is not None:
@@ -430,15 +433,6 @@ class CoordPolishSampler(CoordTPESampler):
 def _launched(t: FrozenTrial) -> bool:
     """A trial that ran or is running (not skipped before launch as predicted to fail or as a duplicate)."""
     return t.state != TrialState.FAIL or (A_REJECTED not in t.user_attrs and A_DUPLICATE not in t.user_attrs)
-
-
-def _fine_step(d: BaseDistribution, old: Any, v: Any) -> bool:
-    """A small numeric step: at most x3 on a log range, under 1/5 of a linear range."""
-    if not isinstance(d, (IntDistribution, FloatDistribution)) or old is None or math.isclose(d.low, d.high):
-        return False
-    if d.log:
-        return bool(max(v / old, old / v) < 3.0) if old > 0 and v > 0 else False
-    return abs(v - old) < 0.2 * (d.high - d.low)
 
 
 def _distance(dists: dict[str, BaseDistribution], a: dict[str, Any], b: dict[str, Any]) -> float:

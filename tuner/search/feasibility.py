@@ -46,9 +46,12 @@ class OOMRule:
     other_source: int = -1
 
     def covers(self, engine: str, full: dict[str, Any]) -> bool:
-        if engine != self.engine or _context(full) != self.context:
+        return self.matches(engine, _context(full), memory_sizes(full))
+
+    def matches(self, engine: str, context: dict[str, str], size: dict[str, float]) -> bool:
+        """`covers` for a config's context and sizes computed once (a config is checked against every rule)."""
+        if engine != self.engine or context != self.context:
             return False
-        size = memory_sizes(full)
         if any(k not in size for k in self.floor):
             return False
         if self.other is None:
@@ -159,7 +162,8 @@ class FeasibilityModel:
                 self._learn_oom(engine, full, number)
         else:
             # a config that ran disproves every rule that covers it
-            self.rules = [r for r in self.rules if not r.covers(engine, full)]
+            context, size = _context(full), memory_sizes(full)
+            self.rules = [r for r in self.rules if not r.matches(engine, context, size)]
         self._forest.pop(engine, None)  # refit lazily
         self._memory.pop(engine, None)
 
@@ -184,12 +188,13 @@ class FeasibilityModel:
         key = config_key(engine, full)
         if key in self.failed:
             return f"same config failed before ({self.failed[key]})"
+        context, size = _context(full), memory_sizes(full)
         for rule in self.rules:
-            if rule.covers(engine, full):
+            if rule.matches(engine, context, size):
                 return rule.describe()
-        p, what = max(((p, what) for p, what in ((self._p_fail(engine, full), "classifier predicts failure"),
-                                                   (self._p_oom(engine, full), "memory model predicts OOM"))
-                       if p is not None), default=(None, ""))
+        scores = [(p, what) for p, what in ((self._p_fail(engine, full), "classifier predicts failure"),
+                                            (self._p_oom(engine, full), "memory model predicts OOM")) if p is not None]
+        p, what = max(scores) if scores else (None, "")
         if p is not None and p >= self.threshold:
             self._streak += 1
             if self._streak >= 20:  # too strict for this space: relax
