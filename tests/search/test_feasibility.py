@@ -198,3 +198,47 @@ def test_the_memory_model_learns_a_half_space_no_rule_covers() -> None:
     assert why is not None and "memory model predicts OOM" in why, why
     assert model.predict("vllm", _mem(16, 8192, 0.88, 700)) is None
     assert model.predict("vllm", _mem(2048, 8192, 0.9, 512)) is None  # a large cap alone is not the cause
+
+
+
+def _traced(mns: int, mbt: int, gmu: float, graphs: int, kv: str = "fp8", method: str = "ngram",
+            k: int = 0) -> dict[str, Any]:
+    spec = {"model": "z-lab/Qwen3-8B-DFlash-b16"} if method == "dflash" else {}
+    out: dict[str, Any] = {"max_num_seqs": mns, "max_num_batched_tokens": mbt, "gpu_memory_utilization": gmu,
+                           "max_cudagraph_capture_size": graphs, "kv_cache_dtype": kv, "quantization": "fp8"}
+    if k:
+        out["speculative_config"] = {**spec, "method": method, "num_speculative_tokens": k}
+    return out
+
+
+def test_a_lever_seen_only_in_failures_is_judged_by_its_sizes() -> None:
+    """Traced on the search benchmark (mixed, seed 866; these are its first ten launched configs' memory
+    settings): DFlash's only two trials ran out of memory, at 638 sequences with 7,656-token graphs and at a 0.95
+    memory share, where n-gram configs failed too. The memory model read the DFlash value as the cause and
+    rejected the incumbent with DFlash (P 0.86 at a 0.80 threshold) every time it was proposed; the search ended
+    on n-gram at 0.60 of the optimum. A context value seen on one side only is left out of the fit: that config
+    is launched, while the failures' own sizes are still rejected with DFlash; once DFlash has both run and run
+    out of memory, its value is fitted again."""
+    from tests.search.test_levers import DFLASH, study
+
+    sp = build_space(study(allow=["speculative_decoding"], speculative=DFLASH)).engines["sim"]
+    model = FeasibilityModel({"sim": sp}, use_classifier=False)
+    ok, oom = TrialOutcome.OK, TrialOutcome.OOM
+    rows = [(_traced(130, 30694, 0.80, 131, kv="auto"), ok), (_traced(123, 16384, 0.85, 743, k=2), ok),
+            (_traced(845, 12360, 0.85, 7605, kv="auto", k=8), oom),
+            (_traced(638, 9152, 0.92, 7656, method="dflash", k=11), oom),
+            (_traced(796, 16384, 0.85, 5572, k=6), oom), (_traced(832, 16384, 0.80, 832, kv="auto"), ok),
+            (_traced(241, 5116, 0.95, 1478, method="dflash", k=1), oom), (_traced(123, 16384, 0.85, 743), ok),
+            (_traced(491, 16384, 0.92, 1964, k=3), ok), (_traced(117, 16384, 0.85, 1870, k=6), ok)]
+    for i, (launched, outcome) in enumerate(rows):
+        model.observe("sim", launched, outcome, i)
+    model.threshold = 0.80  # where the trace had it: tightened once by a failure the forest let through
+    incumbent_with_dflash = _traced(491, 16384, 0.92, 1964, method="dflash", k=3)
+    assert model.predict("sim", incumbent_with_dflash) is None
+    assert model.predict("sim", _traced(700, 9152, 0.95, 7656, method="dflash", k=11)) is not None
+    # DFlash has now run once and failed where n-gram ran: its value is fitted, and it costs memory
+    model.observe("sim", _traced(64, 8192, 0.85, 512, method="dflash", k=4), ok, 10)
+    model.observe("sim", _traced(400, 16384, 0.90, 1964, method="dflash", k=3), oom, 11)
+    p_dflash = model._p_oom("sim", model.full("sim", _traced(420, 16384, 0.90, 1964, method="dflash", k=3)))
+    p_ngram = model._p_oom("sim", model.full("sim", _traced(420, 16384, 0.90, 1964, k=3)))
+    assert p_dflash is not None and p_ngram is not None and p_dflash > p_ngram + 0.2, (p_dflash, p_ngram)
