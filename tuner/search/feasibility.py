@@ -129,7 +129,6 @@ class FeasibilityModel:
     use_classifier: bool = True
     memory_model: bool = True  # the logistic OOM model beside the forest (module docstring)
     memory_c: float = 10.0  # its inverse L2 strength on standardised sizes
-    memory_cover: bool = True  # the memory model judges only a context with `min_failures` OOMs and runs of its own
     seed: int = 0
     threshold: float = 0.85  # classifier P(fail) above which a config is skipped
     min_failures: int = 2  # classifier trains once it has this many failures and as many runs
@@ -238,7 +237,7 @@ class FeasibilityModel:
         if not self.memory_model:
             return None
         obs = self._examples(engine, failures=True)
-        if obs is None or (self.memory_cover and not self._covered(obs, _context(full))):
+        if obs is None:
             return None
         fit = self._memory.get(engine)
         if fit is None:
@@ -250,7 +249,7 @@ class FeasibilityModel:
                 self.memory_model = False
                 return None
             rows = [self._memory_row(engine, o.full) for o in obs]
-            names = sorted(_identified(rows, [o.oom for o in obs]))
+            names = sorted({k for r in rows for k in r})
             model = make_pipeline(StandardScaler(), LogisticRegression(C=self.memory_c))
             model.fit(np.array([[r.get(k, 0.0) for k in names] for r in rows]), [int(o.oom) for o in obs])
             fit = self._memory[engine] = (names, model)
@@ -258,17 +257,7 @@ class FeasibilityModel:
         row = self._memory_row(engine, full)
         return float(model.predict_proba(np.array([[row.get(k, 0.0) for k in names]]))[0][1])
 
-    def _covered(self, obs: list[_Obs], context: dict[str, str]) -> bool:
-        """Whether `context` has `min_failures` OOMs and as many runs of its own. Why: elsewhere the fit
-        extrapolates. Traced on the benchmark (mixed, seeds 866, 919, 934): with one or two OOMs in a speculative
-        context and no run of it at that draft length, the model put P(OOM) at 0.86-1.00 on every config of the
-        lever, the search never ran it again and ended at 0.45-0.60 of the optimum. The rules and the forest
-        still judge such a context."""
-        same = [o.oom for o in obs if _context(o.full) == context]
-        return sum(same) >= self.min_failures and len(same) - sum(same) >= self.min_failures
-
     def _memory_row(self, engine: str, full: dict[str, Any]) -> dict[str, float]:
-        """Memory sizes by name, and a 1 per memory-context value ("quantization=fp8")."""
         row = memory_sizes(full, self.spaces[engine].memory_knobs)
         row.update({f"{k}={v}": 1.0 for k, v in _context(full).items()})
         return row
@@ -291,20 +280,6 @@ class FeasibilityModel:
         lines = [r.describe() for r in self.rules]
         lines += [f"{k[0]} {k[1]}: {why}" for k, why in self.failed.items()]
         return lines
-
-
-def _identified(rows: list[dict[str, float]], oom: list[bool]) -> set[str]:
-    """The memory model's features: every size, and each context value seen both running and out of memory.
-    Why: a value seen on one side only separates the data, so its weight grows until the L2 term stops it, and
-    the model then reads the lever itself as the cause (benchmark mixed seed 866: DFlash's only two trials ran
-    out of memory, one at 1,024 sequences and one at a 0.97 memory share, both failures shared by other methods;
-    every later DFlash config was rejected at P 0.86-0.97 and the search ended on n-gram at 0.60 of the
-    optimum). Left out, such a value is judged by its sizes until it has run, as a new context is by the rules."""
-    sides: dict[str, set[bool]] = {}
-    for row, o in zip(rows, oom, strict=True):
-        for k in row:
-            sides.setdefault(k, set()).add(o)
-    return {k for k, s in sides.items() if "=" not in k or len(s) == 2}
 
 
 def config_key(engine: str, args: dict[str, Any]) -> tuple[str, str]:
