@@ -123,3 +123,32 @@ def test_half_tries_the_midpoint_of_the_coarse_move_that_gained() -> None:
     assert _first_move("half", ("draft", 16), base=0.945) != ("draft", 8)  # +0.2 %: not a gain
     assert _first_move("half") != ("draft", 8)
     assert _first_move("half", ("draft", 16), moved_from=8) != ("draft", 8)  # 8 -> 16 is one x2 step
+
+
+def _first_move_after_loss(bracket: str, lost_value: float = 0.93, lost_draft: int = 4) -> tuple[str, Any] | None:
+    """The sampler's first move when the incumbent (draft 16, 0.947, from a draw) was moved once, to `lost_draft`
+    drafts, which scored `lost_value`."""
+    sampler = CoordPolishSampler(seed=0, n_startup_trials=0, move_share=1.0, draw_scale=0.0, near_fail=3.0,
+                                 flat_interval=False, sweep="none", polish=0, bracket=bracket, minor=MINOR)
+    study = optuna.create_study(direction="maximize", sampler=sampler)
+    for t in (_trial(1, 0.64), _trial(16, 0.947), _trial(16, 0.6, method="ngram"), _trial(lost_draft, lost_value)):
+        study.add_trial(t)
+    sampler.moves[3], sampler._from[3], sampler._start_of[3], sampler._moved_from[3] = ("draft", lost_draft), \
+        0.947, 1, 16
+    trial = study.ask()
+    trial.suggest_categorical("method", ["dflash", "ngram"])
+    trial.suggest_categorical("kv", ["auto", "fp8"])
+    trial.suggest_categorical("policy", ["fcfs", "priority"])
+    trial.suggest_int("draft", 1, 16, log=True)
+    trial.suggest_int("seqs", 16, 1024, log=True)
+    return sampler.moves.get(trial.number)
+
+
+def test_half_loss_contracts_a_coarse_move_that_lost() -> None:
+    """`bracket="half-loss"` (search45, traced on dynamic seed 911: an incumbent at 15 draft tokens from a draw, a move
+    to 3 lost 6 %, and 8, 5 % above the incumbent, was never tried): the midpoint of a coarse move from the incumbent
+    that lost FLAT is the next move; not with "half", not after a move within FLAT, and not after a x2 step."""
+    assert _first_move_after_loss("half-loss") == ("draft", 8)
+    assert _first_move_after_loss("half") != ("draft", 8)
+    assert _first_move_after_loss("half-loss", lost_value=0.945) != ("draft", 8)  # -0.2 %: not a loss
+    assert _first_move_after_loss("half-loss", lost_draft=8) != ("draft", 11)  # 16 -> 8 is one x2 step

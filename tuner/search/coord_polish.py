@@ -210,8 +210,8 @@ class CoordPolishSampler(CoordTPESampler):
         trials, told, best = self._told_best(study)
         if best is None:
             return None
-        if self.bracket == "half":
-            found = self._halfway(best, self._seen(trials, trial))
+        if self.bracket in ("half", "half-loss"):
+            found = self._halfway(best, self._seen(trials, trial), trials)
         else:
             knobs = None
             if self.bracket == "lead":  # only a numeric knob whose move made the incumbent: no model fit otherwise
@@ -230,14 +230,29 @@ class CoordPolishSampler(CoordTPESampler):
         self._start_of[trial.number] = best.number
         return plan
 
-    def _halfway(self, best: FrozenTrial, seen: set[Any]) -> tuple[str, Any, dict[str, Any]] | None:
-        """`bracket="half"`: the midpoint of the coarse numeric move that made the incumbent (gaining FLAT), once."""
+    def _halfway(self, best: FrozenTrial, seen: set[Any],
+                 trials: list[FrozenTrial]) -> tuple[str, Any, dict[str, Any]] | None:
+        """`bracket="half"`: the midpoint of the coarse numeric move that made the incumbent (gaining FLAT), once;
+        `"half-loss"`: also the midpoint of a coarse numeric move from the incumbent that lost FLAT (compass search
+        contracts a failed step: the knob matters, and its top may lie between the two)."""
         moved, base = self.moves.get(best.number), self._from.get(best.number)
-        if moved is None or base is None or best.values[0] < base * (1 + FLAT):
+        if moved is not None and base is not None and best.values[0] >= base * (1 + FLAT):
+            v = halfway_value(best.distributions.get(moved[0]), self._moved_from.get(best.number), moved[1])
+            plan = {**best.params, moved[0]: v}
+            if v is not None and _key(plan) not in seen:
+                return moved[0], v, plan
+        if self.bracket != "half-loss":
             return None
-        v = halfway_value(best.distributions.get(moved[0]), self._moved_from.get(best.number), moved[1])
-        plan = {**best.params, moved[0]: v}
-        return None if v is None or _key(plan) in seen else (moved[0], v, plan)
+        for t in sorted(trials, key=lambda t: -t.number):
+            if self._start_of.get(t.number) != best.number or t.state != TrialState.COMPLETE or not t.values \
+                    or t.values[0] > best.values[0] * (1 - FLAT):
+                continue
+            name = self.moves[t.number][0]
+            v = halfway_value(best.distributions.get(name), best.params.get(name), t.params.get(name))
+            plan = {**best.params, name: v}
+            if v is not None and _key(plan) not in seen:
+                return name, v, plan
+        return None
 
     def _relief_plan(self, study: Study, trial: FrozenTrial) -> dict[str, Any] | None:
         """The latest out-of-memory move of a knob that is not a memory knob, from a trial still within FLAT of the
