@@ -64,18 +64,17 @@ def test_no_move_without_a_top_three_values_or_a_new_value() -> None:
     assert _plan([_trial(1, 0.6), _trial(2, 0.8), _trial(4, 1.0), _trial(16, 0.85)]) is None
 
 
-def _first_move(bracket: bool | str, lead: tuple[str, Any] | None = None, moved_from: Any = 4,
-                base: float = 0.93) -> tuple[str, Any] | None:
-    """The sampler's first move from the told trials above; `lead`: the move that made the incumbent (trial 2),
-    from the knob's value `moved_from` and the objective `base`."""
+def _next_move(bracket: bool | str, told: list[FrozenTrial],
+               recorded: dict[int, tuple[tuple[str, Any], float, int, Any]]) -> tuple[str, Any] | None:
+    """The sampler's next move from `told`; `recorded`: moves as the sampler records those it made, by trial number:
+    ((knob, value), the objective it moved from, the trial it moved from, the knob's value there)."""
     sampler = CoordPolishSampler(seed=0, n_startup_trials=0, move_share=1.0, draw_scale=0.0, near_fail=3.0,
                                  flat_interval=False, sweep="none", polish=0, bracket=bracket, minor=MINOR)
     study = optuna.create_study(direction="maximize", sampler=sampler)
-    for t in (_trial(1, 0.64), _trial(4, 0.93), _trial(16, 0.947), _trial(16, 0.6, method="ngram")):
+    for t in told:
         study.add_trial(t)
-    if lead is not None:  # as the sampler records a move it made (the objective it moved from: trial 1's)
-        sampler.moves[2], sampler._from[2], sampler._start_of[2] = lead, base, 1
-        sampler._moved_from[2] = moved_from
+    for n, (move, base, start, moved_from) in recorded.items():
+        sampler.moves[n], sampler._from[n], sampler._start_of[n], sampler._moved_from[n] = move, base, start, moved_from
     trial = study.ask()
     trial.suggest_categorical("method", ["dflash", "ngram"])
     trial.suggest_categorical("kv", ["auto", "fp8"])
@@ -83,6 +82,14 @@ def _first_move(bracket: bool | str, lead: tuple[str, Any] | None = None, moved_
     trial.suggest_int("draft", 1, 16, log=True)
     trial.suggest_int("seqs", 16, 1024, log=True)
     return sampler.moves.get(trial.number)
+
+
+def _first_move(bracket: bool | str, lead: tuple[str, Any] | None = None, moved_from: Any = 4,
+                base: float = 0.93) -> tuple[str, Any] | None:
+    """The sampler's first move from the told trials below; `lead`: the move that made the incumbent (trial 2),
+    from the knob's value `moved_from` and the objective `base` (trial 1's)."""
+    told = [_trial(1, 0.64), _trial(4, 0.93), _trial(16, 0.947), _trial(16, 0.6, method="ngram")]
+    return _next_move(bracket, told, {2: (lead, base, 1, moved_from)} if lead is not None else {})
 
 
 def test_the_sampler_makes_the_bracket_move_first_only_when_asked() -> None:
@@ -128,20 +135,8 @@ def test_half_tries_the_midpoint_of_the_coarse_move_that_gained() -> None:
 def _first_move_after_loss(bracket: str, lost_value: float = 0.93, lost_draft: int = 4) -> tuple[str, Any] | None:
     """The sampler's first move when the incumbent (draft 16, 0.947, from a draw) was moved once, to `lost_draft`
     drafts, which scored `lost_value`."""
-    sampler = CoordPolishSampler(seed=0, n_startup_trials=0, move_share=1.0, draw_scale=0.0, near_fail=3.0,
-                                 flat_interval=False, sweep="none", polish=0, bracket=bracket, minor=MINOR)
-    study = optuna.create_study(direction="maximize", sampler=sampler)
-    for t in (_trial(1, 0.64), _trial(16, 0.947), _trial(16, 0.6, method="ngram"), _trial(lost_draft, lost_value)):
-        study.add_trial(t)
-    sampler.moves[3], sampler._from[3], sampler._start_of[3], sampler._moved_from[3] = ("draft", lost_draft), \
-        0.947, 1, 16
-    trial = study.ask()
-    trial.suggest_categorical("method", ["dflash", "ngram"])
-    trial.suggest_categorical("kv", ["auto", "fp8"])
-    trial.suggest_categorical("policy", ["fcfs", "priority"])
-    trial.suggest_int("draft", 1, 16, log=True)
-    trial.suggest_int("seqs", 16, 1024, log=True)
-    return sampler.moves.get(trial.number)
+    told = [_trial(1, 0.64), _trial(16, 0.947), _trial(16, 0.6, method="ngram"), _trial(lost_draft, lost_value)]
+    return _next_move(bracket, told, {3: (("draft", lost_draft), 0.947, 1, 16)})
 
 
 def test_half_loss_contracts_a_coarse_move_that_lost() -> None:
