@@ -55,6 +55,7 @@ length, linear until search42, is log-scaled in the space files now and moves x/
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from typing import Any
 
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
@@ -235,24 +236,26 @@ class CoordPolishSampler(CoordTPESampler):
         """`bracket="half"`: the midpoint of the coarse numeric move that made the incumbent (gaining FLAT), once;
         `"half-loss"`: also the midpoint of a coarse numeric move from the incumbent that lost FLAT (compass search
         contracts a failed step: the knob matters, and its top may lie between the two)."""
-        moved, base = self.moves.get(best.number), self._from.get(best.number)
-        if moved is not None and base is not None and best.values[0] >= base * (1 + FLAT):
-            v = halfway_value(best.distributions.get(moved[0]), self._moved_from.get(best.number), moved[1])
-            plan = {**best.params, moved[0]: v}
-            if v is not None and _key(plan) not in seen:
-                return moved[0], v, plan
-        if self.bracket != "half-loss":
-            return None
-        for t in sorted(trials, key=lambda t: -t.number):
-            if self._start_of.get(t.number) != best.number or t.state != TrialState.COMPLETE or not t.values \
-                    or t.values[0] > best.values[0] * (1 - FLAT):
-                continue
-            name = self.moves[t.number][0]
-            v = halfway_value(best.distributions.get(name), best.params.get(name), t.params.get(name))
+        for name, old, new in self._coarse_ends(best, trials):
+            v = halfway_value(best.distributions.get(name), old, new)
             plan = {**best.params, name: v}
             if v is not None and _key(plan) not in seen:
                 return name, v, plan
         return None
+
+    def _coarse_ends(self, best: FrozenTrial, trials: list[FrozenTrial]) -> Iterator[tuple[str, Any, Any]]:
+        """(knob, one end, other end) of the steps `_halfway` may split: the move that made the incumbent when it
+        gained FLAT, then (`"half-loss"`) each move from the incumbent that lost FLAT, latest first."""
+        moved, base = self.moves.get(best.number), self._from.get(best.number)
+        if moved is not None and base is not None and best.values[0] >= base * (1 + FLAT):
+            yield moved[0], self._moved_from.get(best.number), moved[1]
+        if self.bracket != "half-loss":
+            return
+        for t in sorted(trials, key=lambda t: -t.number):
+            if self._start_of.get(t.number) == best.number and t.state == TrialState.COMPLETE and t.values \
+                    and t.values[0] <= best.values[0] * (1 - FLAT):
+                name = self.moves[t.number][0]
+                yield name, best.params.get(name), t.params.get(name)
 
     def _relief_plan(self, study: Study, trial: FrozenTrial) -> dict[str, Any] | None:
         """The latest out-of-memory move of a knob that is not a memory knob, from a trial still within FLAT of the
