@@ -64,8 +64,7 @@ class CoordTPESampler(PlannedSampler):
     def __init__(self, *, seed: int | None = None, n_startup_trials: int = COORD_STARTUP, move_share: float = 0.5,
                  ranked: bool = True, designed: bool = False, thompson: bool = True, local: float = 4.0,
                  constant_liar: bool = True, conditional: bool = False, child_moves: int = 1,
-                 children: str = "tpe", minor: frozenset[str] = frozenset(),
-                 interact: tuple[tuple[str, str], ...] = ()) -> None:
+                 children: str = "tpe", minor: frozenset[str] = frozenset()) -> None:
         self._tpe = TPESampler(seed=seed, n_startup_trials=n_startup_trials, constant_liar=constant_liar,
                                multivariate=True, group=True)
         super().__init__(self._tpe, seed)
@@ -95,7 +94,6 @@ class CoordTPESampler(PlannedSampler):
         self._sweep_of: dict[int, int] = {}  # child-sweep move trial -> the parent move trial it sweeps
         self._origin: dict[int, int] = {}  # parent move trial -> the trial it moved from
         self.minor = minor  # Optuna names of the knobs the space marks minor (`Space.minor`): moved last
-        self.interact = interact  # knob pairs (last parts of their names) the ranking model multiplies (_Additive)
 
     # ------------------------------------------------------------------ planning
 
@@ -184,8 +182,7 @@ class CoordTPESampler(PlannedSampler):
         sweep, sweeping = self._sweep_due(told, best, kids)
         start = sweep if sweep is not None else best
         model = _Additive(told, rng=self._rng if self.thompson else None,
-                          centre=start.params if self.local > 0 else None, width=self.local, scale=self._draw_scale,
-                          interact=self.interact)
+                          centre=start.params if self.local > 0 else None, width=self.local, scale=self._draw_scale)
         here = model.predict(start.params)
         self._start, self._start_params, self._model_now = start.number, start.params, model
         flat = self._flat(trials)
@@ -307,26 +304,17 @@ class CoordTPESampler(PlannedSampler):
         return out
 
 
-# knob pairs whose product the ranking model may use (`interact`): the draft length against the batch cap, vLLM's and
-# SGLang's names (speculation pays less as the batch grows, so the best draft length falls with it)
-INTERACT = (("num_speculative_tokens", "max_num_seqs"), ("speculative_num_draft_tokens", "max_running_requests"))
-
-
 class _Additive:
     """Ridge regression of log(objective) on the knobs (one-hot choices; a numeric knob's x and x^2 on
     its [0, 1] (log) scale, and whether it is set), over the SLA-feasible trials: an additive (in log,
     multiplicative) model that separates levers tried together, as a per-knob mean cannot."""
 
     def __init__(self, told: list[FrozenTrial], ridge: float = 1.0, rng: np.random.RandomState | None = None,
-                 centre: dict[str, Any] | None = None, width: float = 2.0, scale: float = 1.0,
-                 interact: tuple[tuple[str, str], ...] = ()) -> None:
+                 centre: dict[str, Any] | None = None, width: float = 2.0, scale: float = 1.0) -> None:
         ok = [t for t in told if t.state == TrialState.COMPLETE and sla_feasible(t) and t.values[0] > 0]
         self.dists: dict[str, BaseDistribution] = {}
         for t in told:
             self.dists.update(t.distributions)
-        # numeric knob pairs (by the last part of their Optuna names) whose product is one more feature: a draft
-        # length's best value falls as the batch grows, which no sum of per-knob terms can say
-        self.pairs = [(a, b) for x, y in interact for a in self._named(x) for b in self._named(y)]
         self.told = told
         self.beta = np.zeros(0)
         self.mean = np.zeros(0)  # the posterior mean of the coefficients (beta before any Thompson draw)
@@ -361,15 +349,7 @@ class _Additive:
                 assert isinstance(d, (IntDistribution, FloatDistribution))
                 x = to_unit(d, v) if v is not None else 0.0
                 out += [float(v is not None), x, x * x]
-        for a, b in self.pairs:
-            va, vb = params.get(a), params.get(b)
-            out.append(to_unit(self.dists[a], va) * to_unit(self.dists[b], vb) if va is not None and vb is not None
-                       else 0.0)
         return out
-
-    def _named(self, suffix: str) -> list[str]:
-        return [n for n, d in self.dists.items()
-                if n.rsplit(".", 1)[-1] == suffix and isinstance(d, (IntDistribution, FloatDistribution))]
 
     def predict(self, params: dict[str, Any]) -> float:
         if not len(self.beta):

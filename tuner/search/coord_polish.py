@@ -220,8 +220,7 @@ class CoordPolishSampler(CoordTPESampler):
                 if moved is None or not isinstance(best.distributions.get(moved[0]), (IntDistribution, FloatDistribution)):
                     return None
                 knobs = {moved[0]}
-            model = _Additive(told, centre=best.params if self.local > 0 else None, width=self.local,
-                              interact=self.interact)
+            model = _Additive(told, centre=best.params if self.local > 0 else None, width=self.local)
             found = bracket_plan(told, best, self._seen(trials, trial), _key, FLAT, self.minor, model.predict, knobs)
         if found is None:
             return None
