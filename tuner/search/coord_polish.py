@@ -83,6 +83,7 @@ COVER = (
     10.0  # polish with `cover`: penalty per earlier move of the knob from the same start (beyond any gain)
 )
 COMPLETE = 2.0  # `complete`: penalty of a tested or numeric move in the polish (after the untested categoricals)
+LEVER_FIRST = 2.0  # `stall`: a lever move's bonus, beyond any flat or minor-knob penalty (FLAT_PENALTY = 1)
 SWEEP_POINTS = 9  # evenly spaced values of a numeric range a move may take (with the ordinary steps)
 
 
@@ -155,6 +156,8 @@ class CoordPolishSampler(CoordTPESampler):
         rotate_cats: bool = False,
         relief: frozenset[str] = frozenset(),
         bracket: bool | str = False,
+        levers: frozenset[str] = frozenset(),
+        stall: int = 0,
         **kw: Any,
     ) -> None:
         super().__init__(**kw)
@@ -191,10 +194,15 @@ class CoordPolishSampler(CoordTPESampler):
         # knob of the move that made the incumbent
         self._relieved: set[int] = set()  # out-of-memory move trials already retried with relief
         self._launched_moves: list[tuple[str, dict[str, Any]]] = []  # (knob, its start's params) per launched move
+        # with `stall` > 0: once that many trials launched since the incumbent was told without beating it, its
+        # untried single moves of the `levers` (Space.levers: precision, speculative decoding, the draft length) go
+        # before every other move, the model ranking them among themselves
+        self.levers, self.stall, self._stalled = levers, stall, False
         self.complete = complete  # in the polish (the last `polish` trials of `budget`): the start's untested
         # categorical moves (no matched pair) before every other move (`_flat_penalty`)
 
     def _best_move(self, study: Study, trial: FrozenTrial) -> dict[str, Any] | None:
+        self._stalled = self.stall > 0 and self._stalled_since(study)
         if self.relief:
             plan = self._relief_plan(study, trial)
             if plan is not None:
@@ -256,6 +264,15 @@ class CoordPolishSampler(CoordTPESampler):
                     and t.values[0] <= best.values[0] * (1 - FLAT):
                 name = self.moves[t.number][0]
                 yield name, best.params.get(name), t.params.get(name)
+
+    def _stalled_since(self, study: Study) -> bool:
+        """At least `stall` trials launched after the incumbent (the trial being planned not counted)."""
+        trials = study.get_trials(deepcopy=False)
+        best = incumbent(study, [t for t in trials if _told(t) and t.state == TrialState.COMPLETE])
+        if best is None:
+            return False
+        after = sum(1 for t in trials if t.number > best.number and _launched(t) and t.state != TrialState.RUNNING)
+        return after >= self.stall
 
     def _relief_plan(self, study: Study, trial: FrozenTrial) -> dict[str, Any] | None:
         """The latest out-of-memory move of a knob that is not a memory knob, from a trial still within FLAT of the
@@ -422,6 +439,8 @@ class CoordPolishSampler(CoordTPESampler):
                 base += COMPLETE
         if self.fine and fine_step(d, old, v):
             base += self.fine
+        if self._stalled and name in self.levers:
+            base -= LEVER_FIRST
         rotates = self.rotate and not (self.rotate_cats and not isinstance(d, CategoricalDistribution))
         if rotates and self._model_now is not None:
             dists = self._model_now.dists

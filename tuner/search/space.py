@@ -212,6 +212,15 @@ class Space:
         """Optuna names of the knobs whose larger values need more GPU memory (the engines' `memory_knobs`)."""
         return frozenset(f"{e}.{n}" for e, sp in self.engines.items() for n in sp.memory_knobs if n in sp.params)
 
+    def levers(self) -> frozenset[str]:
+        """Optuna names of the knobs that change outputs (an `output_class`: precision, speculative decoding) and of
+        the knobs active only under one of them (the draft length): the levers `tpe-coord` checks when it stalls."""
+        out = set()
+        for e, sp in self.engines.items():
+            classed = {n for n, p in sp.params.items() if p.output_class}
+            out |= {f"{e}.{n}" for n, p in sp.params.items() if n in classed or set(p.when or {}) & classed}
+        return frozenset(out)
+
     def describe(self) -> list[str]:
         lines = []
         for e, sp in self.engines.items():
