@@ -123,6 +123,8 @@ class SimulatedEngine:
             sched.lead_tok = self.cal.prompt_lead_tok_s
             sched.defer_max = self.cal.prompt_defer_max_s or math.inf
             sched.cpu_tok = self.cal.prompt_cpu_tok_s
+            sched.cpu_step = self.cal.prompt_cpu_step_s
+            sched.cpu_floor = bool(sched.cpu_tok or sched.cpu_step)
             sched.admit_cpu, sched.admit_step = self.cal.admit_cpu_s, self.cal.admit_step_s
             sched.admit_on = bool(self.cal.admit_cpu_s or self.cal.admit_step_s)
         else:

@@ -64,6 +64,10 @@ class Calibration:
     # per-request timelines: decodes wait ~22 ms around an isolated 2048-token prompt on Qwen3-1.7B and -4B alike,
     # whose GPU prefill takes ~10 and ~20 ms; benchmarks/sim_shape_cpu.py)
     prompt_cpu_tok_s: float = 0.0
+    # vLLM: with this set (s, 0 = off), that floor also has a fixed part per step that carries new prompt tokens,
+    # however many prompts it holds: the engine core's CPU work of a step that takes in prompts (a burst of 8 new
+    # prompts stalls a running decode by 9-27 ms, not 8 x 12; ttft_breakdown.py --burst)
+    prompt_cpu_step_s: float = 0.0
     # the API server's time for one request before the engine sees it (HTTP, tokenising, the hop to the engine
     # core): fixed + per prompt token (0 = off), served one request at a time in send order. Measured on the H200,
     # idle, one request at a time: client TTFT less the engine's queue and prefill times is ~4.5 ms + ~3 us per

@@ -42,6 +42,8 @@ class VLLMScheduler(Core):
         self.lead_tok = 0.0  # Calibration.prompt_lead_tok_s (0 = off: lead_max applies; set by the engine)
         self.defer_max = math.inf  # Calibration.prompt_defer_max_s (0 there = no limit; set by the engine)
         self.cpu_tok = 0.0  # Calibration.prompt_cpu_tok_s (0 = off; set by the engine)
+        self.cpu_step = 0.0  # Calibration.prompt_cpu_step_s (0 = off)
+        self.cpu_floor = False  # either is on
         self.admit_cpu = 0.0  # Calibration.admit_cpu_s (0 = off; set by the engine)
         self.admit_step = 0.0  # Calibration.admit_step_s (0 = off; set by the engine)
         self.admit_on = False  # either is set
@@ -61,10 +63,11 @@ class VLLMScheduler(Core):
         return d if d <= self.defer_max else self.defer_max
 
     def _cpu_floor(self, dur: float, n: int, ctx: float, ptoks: int, spec: dict[str, Any] | None = None) -> float:
-        """A prompt step's length with `prompt_cpu_tok_s`: at least the step's n decodes alone (none: nothing) plus
-        the CPU time of its `ptoks` new prompt tokens, which overlaps the GPU's work on them."""
+        """A prompt step's length with `prompt_cpu_tok_s` / `prompt_cpu_step_s`: at least the step's n decodes alone
+        (none: nothing) plus the CPU time of the step and of its `ptoks` new prompt tokens, which overlaps the GPU's
+        work on them."""
         base = self.cost.step(n, n, ctx, ctx, n <= self.graph_max, **(spec or {})) if n else 0.0
-        floor = base + ptoks * self.cpu_tok
+        floor = base + self.cpu_step + ptoks * self.cpu_tok
         return floor if floor > dur else dur
 
     def _admit_late(self, admitted: int) -> float:
@@ -233,7 +236,7 @@ class VLLMScheduler(Core):
         cost_step = self.cost.step
         if not self.spec_on and not self.heat_k:
             dur = cost_step(tokens, logits, pairs, kv, tokens <= graph_max)
-            if self.cpu_tok and chunks:
+            if self.cpu_floor and chunks:
                 dur = self._cpu_floor(dur, n, ctx, tokens - n)
             if admitted and self.admit_on:
                 dur += self._admit_late(admitted)
@@ -252,7 +255,7 @@ class VLLMScheduler(Core):
                 self._heat_add(dur, self.cost.flop_time(tokens, logits, pairs) * m_clk / dur)
             else:
                 dur = cost_step(tokens, logits, pairs, kv, tokens <= graph_max, **spec)
-            if self.cpu_tok and chunks:
+            if self.cpu_floor and chunks:
                 dur = self._cpu_floor(dur, n, ctx, tokens - n, spec)
             if admitted and self.admit_on:
                 dur += self._admit_late(admitted)
@@ -320,7 +323,7 @@ class VLLMScheduler(Core):
         tokens = n + c
         cost_step = self.cost.step
         dur = cost_step(tokens, n + 1, ctx + c * (L + (c + 1) * 0.5), ctx + (L + c), tokens <= graph_max)
-        if self.cpu_tok:
+        if self.cpu_floor:
             dur = self._cpu_floor(dur, n, ctx, c)
         if self.admit_on:
             dur += self._admit_late(1)
