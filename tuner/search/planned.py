@@ -23,6 +23,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 LOG_FACTOR = 4.0  # a move on a log-scaled knob multiplies or divides by this
 LINEAR_FRACTION = 0.25  # a move on a linear knob shifts by this share of its range
+GAP_UNIT = 0.25  # knob_gap: a numeric knob's values this far apart on its [0, 1] scale count as one knob apart
 
 
 class PlannedSampler(BaseSampler):
@@ -136,3 +137,13 @@ def sla_feasible(t: FrozenTrial) -> bool:
     """Whether a trial met every SLA constraint (SearchCore sets each as (value - limit) / limit: met at
     <= 0); a trial without constraints counts as met."""
     return all(c <= 0 for c in (t.constraints or {}).values())
+
+
+def knob_gap(d: BaseDistribution | None, a: Any, b: Any) -> float:
+    """How many knobs apart two values of one knob count: 1 for different choices, a numeric's step on its [0, 1]
+    (log) scale / GAP_UNIT, at most 1 (the distance of `tpe-coord`'s failure risk and of its matched pairs)."""
+    if a == b:
+        return 0.0
+    if isinstance(d, (IntDistribution, FloatDistribution)):
+        return min(1.0, abs(to_unit(d, a) - to_unit(d, b)) / GAP_UNIT)
+    return 1.0

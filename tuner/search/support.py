@@ -37,7 +37,7 @@ from optuna.distributions import BaseDistribution, CategoricalDistribution, Floa
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.search.coord import FLAT
-from tuner.search.planned import sla_feasible, to_unit
+from tuner.search.planned import knob_gap, sla_feasible, to_unit
 
 IMPORTANT = 0.05  # log-objective spread at which a knob counts fully in a pair's difference
 FLAT_SPREAD = 0.01  # below this spread a knob counts nothing (the samplers' FLAT)
@@ -71,11 +71,7 @@ class Support:
             d = self.model.dists.get(k)
             if d is None or a[k] == b[k]:
                 continue
-            if isinstance(d, (IntDistribution, FloatDistribution)):
-                diff = min(1.0, abs(to_unit(d, a[k]) - to_unit(d, b[k])) / 0.25)
-            else:
-                diff = 1.0
-            out[k] = diff * self.weight.get(k, 1.0)
+            out[k] = knob_gap(d, a[k], b[k]) * self.weight.get(k, 1.0)
         return out
 
     def tested(self, name: str, d: BaseDistribution, v: Any) -> bool:
