@@ -42,6 +42,19 @@ def test_prompt_cpu_floor_leaves_a_large_models_prompt_step() -> None:
     assert _run("qwen3-32b", PROMPT, prompt_cpu_tok_s=20e-6) == _run("qwen3-32b", PROMPT)
 
 
+def test_prompt_cpu_step_floor_is_paid_once_per_prompt_step() -> None:
+    """`prompt_cpu_step_s`: a fixed part of the floor per step that takes in prompts, however many; the same floor
+    per prompt token (two 1024-token prompts in one step) is paid for each prompt's tokens."""
+    f, u = 0.03, 2e-6
+    one = _gaps(_run("qwen3-1.7b", PROMPT, **PLAIN, prompt_cpu_step_s=f, prompt_cpu_tok_s=u)[0])
+    k = max(range(len(one)), key=one.__getitem__)
+    assert abs(one[k] - (one[k - 1] + f + 2048 * u)) < 1e-6  # the decodes alone + F + u x the prompt tokens
+    two = [PROMPT[0], Request(1, 1.0, 1024, 20), Request(2, 1.0, 1024, 20)]  # two prompts sent together
+    both = _gaps(_run("qwen3-1.7b", two, **PLAIN, prompt_cpu_step_s=f, prompt_cpu_tok_s=u)[0])
+    assert max(both) < one[k - 1] + 2 * f  # one F for the step, not one per prompt
+    assert _run("qwen3-1.7b", PROMPT, prompt_cpu_step_s=0.0) == _run("qwen3-1.7b", PROMPT)  # off: nothing changes
+
+
 def test_ingress_rho_stretches_a_new_prompts_wait_when_the_api_server_is_busy() -> None:
     reqs = [Request(i, 0.0, 16, 600) for i in range(120)] + [Request(120, 0.5, 512, 4)]
     base = _run("qwen3-1.7b", reqs)[-1]
