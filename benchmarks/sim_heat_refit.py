@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.calibrate_sim import coordinate_search, loss, render
 from benchmarks.sim_admit import ADMIT, cal_of
 from benchmarks.sim_fidelity import medians
-from benchmarks.sim_shape_cpu import SHAPES, errs, print_splits, shape_loss, shape_points
+from benchmarks.sim_shape_cpu import SHAPES, errs, loso_pick, print_splits, shape_loss, shape_points
 from tuner.sim.calibration import FITTED
 from tuner.sim.cost import Calibration
 from tuner.sim.reference import shape_calibration
@@ -71,11 +71,7 @@ def choose_floor(fit: Calibration, grid: list[float]) -> dict[str, float]:
                      **{s: shape_loss(with_floor(onto(shape_calibration(s), fit), u), s) for s in SHAPES}}
         print(f"floor {u:g} us/token: " + " ".join(f"{k}={v:.5f}" for k, v in losses[u].items()), flush=True)
 
-    def best(on: list[str]) -> float:
-        return min(grid, key=lambda u: sum(losses[u][k] for k in on) / len(on))
-
-    out = {s: best(["8b", *(o for o in SHAPES if o != s)]) for s in SHAPES}
-    out["all"] = best(["8b", *SHAPES])
+    out = loso_pick(grid, losses, fit8="8b")
     print("floor chosen: " + " ".join(f"{k}={v:g}" for k, v in out.items()), flush=True)
     return out
 

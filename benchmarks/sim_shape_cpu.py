@@ -33,7 +33,9 @@ import math
 import statistics
 import sys
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 
@@ -67,6 +69,20 @@ RHOS = (0.0, 0.5, 0.7, 0.8, 0.9, 0.95)  # ingress_rho_max grid (0 = off)
 FIT8 = "qwen3-8b"
 SHAPES = ("qwen3-1.7b", "qwen3-4b", "qwen3-14b", "qwen3-32b")  # the held-out shapes, each left out in turn
 N_BINS = (0, 20, 40, 60, 80, 100)  # decode-only intervals by sequences running (above ~150 the clusters split)
+
+
+K = TypeVar("K")
+
+
+def loso_pick(grid: Sequence[K], losses: Mapping[K, Mapping[str, float]], fit8: str = FIT8) -> dict[str, K]:
+    """Leave-one-shape-out choice from `grid`: per held-out shape the key with the least mean loss over Qwen3-8B
+    (`fit8`) and the other shapes; "all": over all five (sim_step_floor.py, sim_heat_refit.py --floor share it)."""
+    def best(on: tuple[str, ...]) -> K:
+        return min(grid, key=lambda g: statistics.mean(losses[g][s] for s in on))
+
+    out = {s: best((fit8, *(o for o in SHAPES if o != s))) for s in SHAPES}
+    out["all"] = best((fit8, *SHAPES))
+    return out
 
 
 def cal_of(us: float, rho_max: float = 0.0) -> Calibration:
@@ -226,15 +242,12 @@ def main() -> None:
     print(f"sla committed: {sla({'all': FITTED})}")
     fit_all: dict[str, Key] = {}
     for form, grid in FORMS.items():
-        def best(fit_shapes: tuple[str, ...], grid: list[Key] = grid) -> Key:
-            return min(grid, key=lambda g: statistics.mean(losses[g][s] for s in fit_shapes))
-
-        fits = {"all": best((FIT8, *SHAPES))}
+        fits = loso_pick(grid, losses)
         held_all: list[dict[str, float]] = []
         print(f"== form {form}")
         for held in SHAPES:
             fit_on = (FIT8, *(s for s in SHAPES if s != held))
-            key = fits[held] = best(fit_on)
+            key = fits[held]
             pts = shape_points(held)
             rows = errs(cal_of(*key), pts)
             held_all += rows

@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.calibrate_sim import loss
 from benchmarks.sim_fidelity import medians
-from benchmarks.sim_shape_cpu import FIT8, SHAPES, errs, print_splits, shape_loss, shape_points
+from benchmarks.sim_shape_cpu import FIT8, SHAPES, errs, loso_pick, print_splits, shape_loss, shape_points
 from tuner.sim.calibration import FITTED
 from tuner.sim.cost import Calibration
 from tuner.sim.reference import shape_calibration
@@ -56,11 +56,7 @@ def main() -> None:
         print(f"{key[0]:5.1f} {key[1]:5.1f} {losses[key][FIT8]:9.5f} "
               + " ".join(f"{losses[key][s]:10.5f}" for s in SHAPES), flush=True)
 
-    def best(on: tuple[str, ...]) -> Key:
-        return min(grid, key=lambda k: sum(losses[k][s] for s in on) / len(on))
-
-    chosen = {s: best((FIT8, *(o for o in SHAPES if o != s))) for s in SHAPES}
-    chosen["all"] = best((FIT8, *SHAPES))
+    chosen = loso_pick(grid, losses)
     held, committed = [], []
     for s in SHAPES:
         rows = errs(with_floor(shape_calibration(s), chosen[s]), shape_points(s))
