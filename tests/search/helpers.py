@@ -93,3 +93,21 @@ def tell_moves(sampler: Any, n: int, objective: Callable[[dict[str, Any]], float
         trial.set_constraint("sla", -0.1)
         study.tell(trial, objective(params))
     return out
+
+
+def ask_move(sampler: Any, told: list[optuna.trial.FrozenTrial],
+             dists: dict[str, optuna.distributions.BaseDistribution]) -> tuple[str, Any] | None:
+    """The single-knob move a `tpe-coord` sampler records for the next trial of a study told `told`, whose knobs are
+    asked over `dists` (None: that trial was not a move)."""
+    study = optuna.create_study(direction="maximize", sampler=sampler)
+    for t in told:
+        study.add_trial(t)
+    trial = study.ask()
+    for name, d in dists.items():
+        if isinstance(d, optuna.distributions.CategoricalDistribution):
+            trial.suggest_categorical(name, list(d.choices))
+        else:
+            assert isinstance(d, optuna.distributions.IntDistribution)
+            trial.suggest_int(name, d.low, d.high, log=d.log)
+    move: tuple[str, Any] | None = sampler.moves.get(trial.number)
+    return move

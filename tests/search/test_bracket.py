@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import optuna
 from optuna.distributions import CategoricalDistribution, IntDistribution
 from optuna.trial import FrozenTrial, TrialState, create_trial
 
+from tests.search.helpers import ask_move
 from tuner.search.bracket import bracket_plan, halfway_value
 from tuner.search.coord import FLAT, _key
 from tuner.search.coord_polish import CoordPolishSampler
@@ -70,18 +70,9 @@ def _next_move(bracket: bool | str, told: list[FrozenTrial],
     ((knob, value), the objective it moved from, the trial it moved from, the knob's value there)."""
     sampler = CoordPolishSampler(seed=0, n_startup_trials=0, move_share=1.0, draw_scale=0.0, near_fail=3.0,
                                  flat_interval=False, sweep="none", polish=0, bracket=bracket, minor=MINOR)
-    study = optuna.create_study(direction="maximize", sampler=sampler)
-    for t in told:
-        study.add_trial(t)
     for n, (move, base, start, moved_from) in recorded.items():
         sampler.moves[n], sampler._from[n], sampler._start_of[n], sampler._moved_from[n] = move, base, start, moved_from
-    trial = study.ask()
-    trial.suggest_categorical("method", ["dflash", "ngram"])
-    trial.suggest_categorical("kv", ["auto", "fp8"])
-    trial.suggest_categorical("policy", ["fcfs", "priority"])
-    trial.suggest_int("draft", 1, 16, log=True)
-    trial.suggest_int("seqs", 16, 1024, log=True)
-    return sampler.moves.get(trial.number)
+    return ask_move(sampler, told, DISTS)
 
 
 def _first_move(bracket: bool | str, lead: tuple[str, Any] | None = None, moved_from: Any = 4,

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import optuna
 from optuna.distributions import CategoricalDistribution, IntDistribution
 from optuna.trial import FrozenTrial, create_trial
 
-from tests.search.helpers import core_for
+from tests.search.helpers import ask_move, core_for
 from tests.search.test_levers import DFLASH, study
 from tuner.search.coord_polish import CoordPolishSampler
 
@@ -40,16 +39,7 @@ def _told(after: int) -> list[FrozenTrial]:
 def _next_move(told: list[FrozenTrial], stall: int) -> tuple[str, Any] | None:
     sampler = CoordPolishSampler(seed=0, n_startup_trials=0, move_share=1.0, draw_scale=0.0, near_fail=3.0,
                                  flat_interval=False, sweep="none", polish=0, levers=LEVERS, stall=stall)
-    study = optuna.create_study(direction="maximize", sampler=sampler)
-    for t in told:
-        study.add_trial(t)
-    trial = study.ask()
-    for name, d in DISTS.items():
-        if isinstance(d, CategoricalDistribution):
-            trial.suggest_categorical(name, list(d.choices))
-        else:
-            trial.suggest_int(name, d.low, d.high, log=True)
-    return sampler.moves.get(trial.number)
+    return ask_move(sampler, told, DISTS)
 
 
 def test_a_stalled_incumbent_moves_a_lever_next() -> None:
