@@ -206,7 +206,7 @@ def sampler_for(method: str, study: Study, space: Space, seed: int) -> optuna.sa
         # [-fz: no flat penalty outside a numeric's flat interval][-i<w>: polish ranks knobs by predicted spread]
         # [-t<x>: Thompson covariance times x][-pf<k>: ties of told trials differing in <= k knobs mark categoricals flat][-l<w>: model width][-s<n>: start trials][-m<pct>: moves' share of guided trials][-u<d>: a categorical value unseen within d knobs predicted >= start]
         # [-x<k>: a move no matched pair tested gets k posterior SDs of its gain (search35)][-xm<d>: pairs differ in <= d][-xc: categorical moves only][-xw: pairs weighted by the model][-xp: the polish tries the untested categorical moves first][-xg: tested moves predicted by their matched pairs]
-        # [-mn: the space's minor knobs moved last][-hv: linear numerics also move to half / twice][-wd: and by +- 1/2 range][-fp<x>: fine numeric steps penalised x][-ro<x>: x per earlier move of the knob from a start within -rn<d> knobs][-rl: an OOM move retried with the memory knobs lower][-br: a numeric knob into the gap its profile's parabola rates highest (search43); -brl: only the knob whose move made the incumbent][-hs: the midpoint of the coarse numeric move that made the incumbent (search44)][-hl: and of a coarse move from the incumbent that lost (search45)][-st<n>: after n trials launched without beating the incumbent, its untried lever moves first (search46)]
+        # [-mn: the space's minor knobs moved last][-hv: linear numerics also move to half / twice][-wd: and by +- 1/2 range][-fp<x>: fine numeric steps penalised x][-ro<x>: x per earlier move of the knob from a start within -rn<d> knobs][-rl: an OOM move retried with the memory knobs lower][-br: a numeric knob into the gap its profile's parabola rates highest (search43); -brl: only the knob whose move made the incumbent][-hs: the midpoint of the coarse numeric move that made the incumbent (search44)][-hl: and of a coarse move from the incumbent that lost (search45)][-st<n>: after n trials launched without beating the incumbent, its untried lever moves first (search46)][-se<e>: also in the last e trials of the budget; -sm<e>: and each of those is a move (search47)]
         pn, *rest = method[len("tpe-coord-p"):].split("-")
         sweep = {"sa": "always", "sp": "polish", "sn": "none", "sq": "points"}
         start = next((int(r[1:]) for r in rest if r[0] == "s" and r[1:].isdigit()), min(n0, COORD_STARTUP))
@@ -235,6 +235,8 @@ def sampler_for(method: str, study: Study, space: Space, seed: int) -> optuna.sa
                                   else "br" in rest,
                                   levers=space.levers(),
                                   stall=next((int(r[2:]) for r in rest if r.startswith("st") and r[2:].isdigit()), 0),
+                                  stall_end=next((int(r[2:]) for r in rest if r[:2] in ("se", "sm") and r[2:].isdigit()), 0),
+                                  end_moves=any(r.startswith("sm") and r[2:].isdigit() for r in rest),
                                   **({"conditional": True, "child_moves": 1, "children": "tpe"} if "k" in rest else {}))
     if method == "tpe-coord-v1":  # tpe-coord without conditional moves (what `tpe-coord` builds; docs/search.md)
         return CoordTPESampler(seed=seed, n_startup_trials=min(n0, COORD_STARTUP), conditional=False)

@@ -36,9 +36,9 @@ def _told(after: int) -> list[FrozenTrial]:
     return early + [_trial(0.90 - 0.01 * i, seqs=s) for i, s in enumerate(later[:after])]
 
 
-def _next_move(told: list[FrozenTrial], stall: int) -> tuple[str, Any] | None:
+def _next_move(told: list[FrozenTrial], stall: int, **end: Any) -> tuple[str, Any] | None:
     sampler = CoordPolishSampler(seed=0, n_startup_trials=0, move_share=1.0, draw_scale=0.0, near_fail=3.0,
-                                 flat_interval=False, sweep="none", polish=0, levers=LEVERS, stall=stall)
+                                 flat_interval=False, sweep="none", polish=0, levers=LEVERS, stall=stall, **end)
     return ask_move(sampler, told, DISTS)
 
 
@@ -62,3 +62,26 @@ def test_the_space_names_its_levers_and_their_children() -> None:
     _, closed = core_for(study())  # without allow: the levers are pinned at baseline, nothing to check
     assert not {n.split(".", 1)[1] for n in closed.levers()} & {"kv_cache_dtype", "quantization",
                                                                "speculative_config.method"}
+
+
+def test_the_last_trials_of_the_budget_move_a_lever_however_recent_the_incumbent() -> None:
+    """`stall_end` e: the lever check also holds in the last e trials of `budget`, where a late incumbent never
+    reaches n trials without a gain; one trial earlier, the model's choice."""
+    told = _told(2)  # 7 told: the trial being planned is the 8th
+    last = _next_move(told, stall=8, budget=9, stall_end=2)
+    assert last is not None and last[0] in LEVERS, last
+    for move in (_next_move(told, stall=8, budget=10, stall_end=2), _next_move(told, stall=8, budget=9)):
+        assert move is not None and move[0] not in LEVERS, move
+
+
+def test_end_moves_make_every_last_trial_a_move() -> None:
+    """`end_moves`: with `move_share` 0 (every guided trial a TPE draw) the last `stall_end` trials are still moves."""
+    def move(**end: Any) -> tuple[str, Any] | None:
+        sampler = CoordPolishSampler(seed=0, n_startup_trials=0, move_share=0.0, draw_scale=0.0, near_fail=3.0,
+                                     flat_interval=False, sweep="none", polish=0, levers=LEVERS, stall=8, budget=9,
+                                     **end)
+        return ask_move(sampler, _told(2), DISTS)
+
+    forced = move(stall_end=2, end_moves=True)
+    assert forced is not None and forced[0] in LEVERS, forced
+    assert move(stall_end=2) is None

@@ -162,6 +162,8 @@ class CoordPolishSampler(CoordTPESampler):
         bracket: bool | str = False,
         levers: frozenset[str] = frozenset(),
         stall: int = 0,
+        stall_end: int = 0,
+        end_moves: bool = False,
         **kw: Any,
     ) -> None:
         super().__init__(**kw)
@@ -202,14 +204,17 @@ class CoordPolishSampler(CoordTPESampler):
         # untried single moves of the `levers` (Space.levers: precision, speculative decoding, the draft length) go
         # before every other move, the model ranking them among themselves
         self.levers, self.stall, self._stalled = levers, stall, False
+        # `stall_end` > 0 (with `budget`): the same in the last `stall_end` trials, however recent the incumbent;
+        # `end_moves`: every one of those trials is a move (else `move_share` of them)
+        self.stall_end, self.end_moves = stall_end, end_moves
         self.complete = complete  # in the polish (the last `polish` trials of `budget`): the start's untested
         # categorical moves (no matched pair) before every other move (`_flat_penalty`)
 
     def _best_move(self, study: Study, trial: FrozenTrial) -> dict[str, Any] | None:
         if self.stall:  # trials launched after the incumbent (the one being planned, RUNNING, not counted)
             trials, _, best = self._told_best(study)
-            self._stalled = best is not None and sum(
-                t.number > best.number and _launched(t) and t.state != TrialState.RUNNING for t in trials) >= self.stall
+            self._stalled = best is not None and (self._in_end(study) or sum(
+                t.number > best.number and _launched(t) and t.state != TrialState.RUNNING for t in trials) >= self.stall)
         if self.relief:
             plan = self._relief_plan(study, trial)
             if plan is not None:
@@ -306,7 +311,14 @@ class CoordPolishSampler(CoordTPESampler):
             return plan
         return None
 
+    def _in_end(self, study: Study) -> bool:
+        """Whether the trial being planned is one of the last `stall_end` of `budget` (RUNNING: counted)."""
+        return bool(self.budget and self.stall_end) and sum(
+            1 for t in study.get_trials(deepcopy=False) if _launched(t)) > self.budget - self.stall_end
+
     def _move_due(self, study: Study) -> bool:
+        if self.end_moves and self._in_end(study):
+            return True
         if not self.budget or self.polish <= 0:
             return False
         launched = sum(1 for t in study.get_trials(deepcopy=False) if _launched(t))
