@@ -12,21 +12,19 @@ failure share and never moved to again; moves went to knobs whose one-hot coeffi
 - **Draw scale** (`draw_scale` < 1): the Thompson draw's covariance times this: fewer moves to knobs
   whose coefficients are merely uncertain (the argmax over many noisy flat-knob values).
 - **Polish** (`polish`, with the study's `budget`): the last `polish` launched trials are all moves.
-- **Sweep values** (`sweep`): a numeric move may also go to 9 evenly spaced points of the range.
-- **Flat by interval** (`flat_interval`): a flat numeric move marks only the values between its ends.
+- **Sweep values** (`sweep`): a numeric move may also go to 9 evenly spaced points of the range; **flat by interval**
+  (`flat_interval`): a flat numeric move marks only the values between its ends.
 - **Flat from ties** (`pair_flat` > 0, search34): two told trials that tie within FLAT and differ in at most
   `pair_flat` knobs mark the categoricals they differ in flat, as a flat move would (traced misses spent a
   quarter of their moves on stream interval, block size, policy and prefix caching, which do nothing there).
-- **Unsupported values** (`unsupported` > 0, tried in search34, not kept): a categorical move to a value no
-  SLA-feasible told trial holds near the start is predicted no worse than the start.
+- **Unsupported values** (`unsupported`, search34, not kept): a move to a value no feasible trial near holds = start.
 - **Untested moves** (`untested` > 0, search35; tuner/search/support.py): a move to a value no matched pair of
   told trials compared (two trials differing in the knob and in at most `untested_most` other knobs not known
   flat) gets `untested` x the posterior SD of its predicted gain: the confounded claim (KV cache FP8 read as a
   loss because it was only tried without DFlash) is tried, a large consistent one (FP8 weights off) is not.
   `pair_gain`: a tested move predicted by its pairs; `complete`: the polish tries untested categoricals first.
-- **Rotation** (`rotate` > 0, search41, not kept): a move gets `rotate` of penalty per earlier launched move of its knob
-  that did not improve, from a start within `rotate_near` knobs (`rotate_cats`: categorical knobs only). Seeds 0-149:
-  401 hits against 387; fresh seeds 330-389: equal to the shipped sampler; 390-449 (with relief): one fewer on mixed.
+- **Rotation** (`rotate` > 0, search41, not kept: fresh seeds no better): a move gets `rotate` of penalty per earlier
+  launched move of its knob that did not improve, from a start within `rotate_near` knobs (`rotate_cats`: categoricals).
 - **Relief** (`relief` = the space's memory knobs, search41, built by `tpe-coord`): the latest move that ran out of
   memory, of a knob that is not a memory knob and from a start still within FLAT of the incumbent, is launched once
   more with each memory knob a coarse step lower. Why: a move to DFlash from the default 1024 sequences ran out of
@@ -40,8 +38,9 @@ failure share and never moved to again; moves went to knobs whose one-hot coeffi
 - **Levers after a stall** (`stall` = n, `levers` = Space.levers(), search46): once n trials have launched since the
   incumbent without beating it, its untried moves of the output-changing knobs and their children (KV cache, weights,
   speculative method, draft length) go first. Why: 20 of 38 traced misses ended one draft-length move from >= 95 %.
-- **Coarse steps first** (`fine` > 0, search40, not kept): a numeric step of at most x3 on a log range or under 1/5 of
-  a linear one gets `fine` added to its penalty. Fresh seeds 210-269: 155 hits against the shipped sampler's 155.
+  `stall_end` = e (search47): the same in the last e trials of `budget`, where a late incumbent never stalls n times;
+  `end_moves`: each of those trials is a move (else `move_share` of them).
+- **Coarse steps first** (`fine` > 0, search40, not kept: fresh seeds equal): a fine numeric step gets `fine` more.
 
 Chosen on the benchmark's seeds 0-29 (docs/search.md, "Near failures and a tighter draw"): near_fail 3,
 draw_scale 0.25, no polish, no sweep values, flat by knob (`tpe-coord-nf`); the polish, sweep and interval
@@ -52,7 +51,8 @@ What `search.algorithm: tpe-coord` builds (search39, docs/search.md "`tpe-coord`
 `chosen(untested=UNTESTED, minor=space.minor(), halves=True)`: the space's minor knobs moved last (`minor`, in the base
 class), a linear numeric also moved to half and twice its value (`halves`: a linear count 4 -> 2 -> 1; the draft
 length, linear until search42, is log-scaled in the space files now and moves x/ 2 and 4 anyway); since search41 also
-`relief=space.memory()`; since search44 also `bracket="half"`; since search46 also `stall=STALL` with the space's levers.
+`relief=space.memory()`; since search44 also `bracket="half"`; since search46 also `stall=STALL` with the space's levers;
+since search47 also `stall_end=STALL_END` with the study's trial budget.
 """
 
 from __future__ import annotations
@@ -87,6 +87,7 @@ COVER = (
 )
 COMPLETE = 2.0  # `complete`: penalty of a tested or numeric move in the polish (after the untested categoricals)
 STALL = 8  # `tpe-coord`: trials launched without beating the incumbent before its levers go first (search46)
+STALL_END = 6  # `tpe-coord`: and in the last this many trials of the budget, however recent the incumbent (search47)
 LEVER_FIRST = 2.0  # `stall`: a lever move's bonus, beyond any flat or minor-knob penalty (FLAT_PENALTY = 1)
 SWEEP_POINTS = 9  # evenly spaced values of a numeric range a move may take (with the ordinary steps)
 
@@ -168,9 +169,7 @@ class CoordPolishSampler(CoordTPESampler):
     ) -> None:
         super().__init__(**kw)
         self.budget, self.polish, self.sweep, self.flat_interval = budget, polish, sweep, flat_interval
-        self.near_fail = (
-            near_fail  # > 0: failure risk from the told trials near the whole config (this width)
-        )
+        self.near_fail = near_fail  # > 0: failure risk from the told trials near the whole config (this width)
         self.outside = outside  # share of FLAT_PENALTY for a numeric value outside every flat interval
         self.importance = importance  # in the polish: gain bonus per unit of the knob's predicted spread
         self._draw_scale = draw_scale
@@ -191,8 +190,6 @@ class CoordPolishSampler(CoordTPESampler):
         self.halves = halves  # a linear numeric knob also moves to half and twice its value
         self.wide = wide  # a linear numeric knob also moves by +- 1/2 of its range
         self.fine = fine  # penalty of a fine numeric step (x2 on a log range, < 1/5 of a linear one): coarse first
-        # penalty per launched move of the knob that did not improve, from a start within `rotate_near` knobs of
-        # this one (`rotate_cats`: categorical knobs only): knobs not yet moved near here go first
         self.rotate, self.rotate_near, self.rotate_cats = rotate, rotate_near, rotate_cats
         self.relief = relief  # Optuna names of the memory knobs: a move that ran out of memory is tried once more
         # with each of them a coarse step lower (a lever such as DFlash is not judged by one config's memory)
@@ -200,12 +197,8 @@ class CoordPolishSampler(CoordTPESampler):
         # knob of the move that made the incumbent
         self._relieved: set[int] = set()  # out-of-memory move trials already retried with relief
         self._launched_moves: list[tuple[str, dict[str, Any]]] = []  # (knob, its start's params) per launched move
-        # with `stall` > 0: once that many trials launched since the incumbent was told without beating it, its
-        # untried single moves of the `levers` (Space.levers: precision, speculative decoding, the draft length) go
-        # before every other move, the model ranking them among themselves
+        # `stall`, `stall_end`, `end_moves`: the levers after a stall and in the last trials (module docstring)
         self.levers, self.stall, self._stalled = levers, stall, False
-        # `stall_end` > 0 (with `budget`): the same in the last `stall_end` trials, however recent the incumbent;
-        # `end_moves`: every one of those trials is a move (else `move_share` of them)
         self.stall_end, self.end_moves = stall_end, end_moves
         self.complete = complete  # in the polish (the last `polish` trials of `budget`): the start's untested
         # categorical moves (no matched pair) before every other move (`_flat_penalty`)

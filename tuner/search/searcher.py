@@ -39,7 +39,7 @@ from tuner.search.attrs import (
     A_TRIAL_ID,
 )
 from tuner.search.coord import COORD_STARTUP
-from tuner.search.coord_polish import STALL, UNTESTED, CoordPolishSampler
+from tuner.search.coord_polish import STALL, STALL_END, UNTESTED, CoordPolishSampler
 from tuner.search.feasibility import FeasibilityModel, config_key
 from tuner.search.local_tpe import LocalTPESampler
 from tuner.search.rf_sampler import RF_STARTUP, RFSampler
@@ -62,10 +62,12 @@ def make_sampler(study: Study, space: Space, offset: int = 0) -> optuna.samplers
     if algo == "tpe-coord":  # single-knob moves of the incumbent ranked by a model, + multivariate TPE (docs/search.md:
         # near failures, tighter draw, untested moves, the space's minor knobs last, halves; search39's fresh seeds;
         # an out-of-memory move retried with the memory knobs lower: search41's; the midpoint of a coarse numeric
-        # move that made the incumbent: search44's; the incumbent's levers after 8 trials without a gain: search46's)
+        # move that made the incumbent: search44's; the incumbent's levers after 8 trials without a gain: search46's,
+        # and in the last 6 trials of the budget: search47's)
         return CoordPolishSampler.chosen(seed=seed, n_startup_trials=min(study.search.n_startup_trials, COORD_STARTUP),
                                          untested=UNTESTED, minor=space.minor(), halves=True, relief=space.memory(),
-                                         bracket="half", levers=space.levers(), stall=STALL)
+                                         bracket="half", levers=space.levers(), stall=STALL,
+                                         stall_end=STALL_END, budget=study.budget.trials)
     if algo == "rf":  # random forest + EI, local search around the best trials (tuner/search/rf_sampler.py)
         return RFSampler(seed=seed, space=space, n_startup_trials=min(study.search.n_startup_trials, RF_STARTUP))
     if algo == "tpe":
