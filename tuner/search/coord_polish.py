@@ -306,8 +306,9 @@ class CoordPolishSampler(CoordTPESampler):
 
     def _in_end(self, study: Study) -> bool:
         """Whether the trial being planned is one of the last `stall_end` of `budget` (RUNNING: counted)."""
-        return bool(self.budget and self.stall_end) and sum(
-            1 for t in study.get_trials(deepcopy=False) if _launched(t)) > self.budget - self.stall_end
+        if not self.budget or not self.stall_end:
+            return False
+        return sum(1 for t in study.get_trials(deepcopy=False) if _launched(t)) > self.budget - self.stall_end
 
     def _move_due(self, study: Study) -> bool:
         if self.end_moves and self._in_end(study):
