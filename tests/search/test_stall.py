@@ -72,6 +72,10 @@ def test_the_last_trials_of_the_budget_move_a_lever_however_recent_the_incumbent
     assert last is not None and last[0] in LEVERS, last
     for move in (_next_move(told, stall=8, budget=10, stall_end=2), _next_move(told, stall=8, budget=9)):
         assert move is not None and move[0] not in LEVERS, move
+    alone = _next_move(told, stall=0, budget=9, stall_end=2)  # without the stall check, the end still moves a lever
+    assert alone is not None and alone[0] in LEVERS, alone
+    early = _next_move(told, stall=0, budget=10, stall_end=2)
+    assert early is not None and early[0] not in LEVERS, early
 
 
 def test_end_moves_make_every_last_trial_a_move() -> None:

@@ -204,10 +204,10 @@ class CoordPolishSampler(CoordTPESampler):
         # categorical moves (no matched pair) before every other move (`_flat_penalty`)
 
     def _best_move(self, study: Study, trial: FrozenTrial) -> dict[str, Any] | None:
-        if self.stall:  # trials launched after the incumbent (the one being planned, RUNNING, not counted)
+        if self.stall or self.stall_end:  # trials launched after the incumbent (the one planned, RUNNING, not counted)
             trials, _, best = self._told_best(study)
-            self._stalled = best is not None and (self._in_end(study) or sum(
-                t.number > best.number and _launched(t) and t.state != TrialState.RUNNING for t in trials) >= self.stall)
+            self._stalled = best is not None and (self._in_end(study) or 0 < self.stall <= sum(
+                t.number > best.number and _launched(t) and t.state != TrialState.RUNNING for t in trials))
         if self.relief:
             plan = self._relief_plan(study, trial)
             if plan is not None:
