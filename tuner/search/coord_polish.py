@@ -206,7 +206,7 @@ class CoordPolishSampler(CoordTPESampler):
     def _best_move(self, study: Study, trial: FrozenTrial) -> dict[str, Any] | None:
         if self.stall or self.stall_end:  # trials launched after the incumbent (the one planned, RUNNING, not counted)
             trials, _, best = self._told_best(study)
-            self._stalled = best is not None and (self._in_end(study) or 0 < self.stall <= sum(
+            self._stalled = best is not None and (self._in_last(study, self.stall_end) or 0 < self.stall <= sum(
                 t.number > best.number and _launched(t) and t.state != TrialState.RUNNING for t in trials))
         if self.relief:
             plan = self._relief_plan(study, trial)
@@ -304,20 +304,16 @@ class CoordPolishSampler(CoordTPESampler):
             return plan
         return None
 
-    def _in_end(self, study: Study) -> bool:
-        """Whether the trial being planned is one of the last `stall_end` of `budget` (RUNNING: counted)."""
-        if not self.budget or not self.stall_end:
+    def _in_last(self, study: Study, k: int) -> bool:
+        """Whether the trial being planned (RUNNING: counted among the launched) is one of the last k of `budget`."""
+        if not self.budget or k <= 0:
             return False
-        return sum(1 for t in study.get_trials(deepcopy=False) if _launched(t)) > self.budget - self.stall_end
+        return sum(1 for t in study.get_trials(deepcopy=False) if _launched(t)) > self.budget - k
 
     def _move_due(self, study: Study) -> bool:
-        if self.end_moves and self._in_end(study):
+        if self.end_moves and self._in_last(study, self.stall_end):
             return True
-        if not self.budget or self.polish <= 0:
-            return False
-        launched = sum(1 for t in study.get_trials(deepcopy=False) if _launched(t))
-        # the trial being planned is counted among `launched` already (it is RUNNING)
-        self._polishing = launched > self.budget - self.polish
+        self._polishing = self._in_last(study, self.polish)
         return self._polishing
 
     def _move_values(self, d: BaseDistribution, v: Any) -> list[Any]:
