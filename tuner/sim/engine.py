@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import math
+import random
 from bisect import insort
 from collections import deque
 from collections.abc import Mapping, Sequence
@@ -125,6 +126,9 @@ class SimulatedEngine:
             sched.cpu_tok = self.cal.prompt_cpu_tok_s
             sched.cpu_step = self.cal.prompt_cpu_step_s
             sched.cpu_floor = bool(sched.cpu_tok or sched.cpu_step)
+            sched.cpu_cv = self.cal.prompt_cpu_step_cv
+            if sched.cpu_cv:
+                sched.rng = random.Random(self.cal.jitter_seed)
             sched.admit_cpu, sched.admit_step = self.cal.admit_cpu_s, self.cal.admit_step_s
             sched.admit_on = bool(self.cal.admit_cpu_s or self.cal.admit_step_s)
         else:

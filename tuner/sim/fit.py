@@ -68,6 +68,13 @@ class Calibration:
     # however many prompts it holds: the engine core's CPU work of a step that takes in prompts (a burst of 8 new
     # prompts stalls a running decode by 9-27 ms, not 8 x 12; ttft_breakdown.py --burst)
     prompt_cpu_step_s: float = 0.0
+    # vLLM: with prompt_cpu_step_s set, its coefficient of variation (0 = every prompt step the same): each prompt
+    # step's fixed part is drawn from a gamma distribution of that mean and spread, from a generator seeded per run
+    # (the same sends give the same records). The engine core's CPU time for a new prompt is not a constant: on an
+    # idle Qwen3-1.7B a 2048-token prompt's engine time is 16-18 or 27-31 ms run to run (ttft_breakdown.py), and a
+    # deterministic floor puts every prompt step at one length, so P99 ITL jumps between one mode and the next
+    prompt_cpu_step_cv: float = 0.0
+    jitter_seed: int = 0  # which draw of those (not fitted: benchmarks check that a choice holds on other draws)
     # the API server's time for one request before the engine sees it (HTTP, tokenising, the hop to the engine
     # core): fixed + per prompt token (0 = off), served one request at a time in send order. Measured on the H200,
     # idle, one request at a time: client TTFT less the engine's queue and prefill times is ~4.5 ms + ~3 us per

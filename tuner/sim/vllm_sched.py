@@ -19,6 +19,7 @@ timelines show (benchmarks/prompt_steps.py: 21-40 ms for a 2048-token prompt on 
 from __future__ import annotations
 
 import math
+import random
 from heapq import heappop
 from typing import Any
 
@@ -44,6 +45,10 @@ class VLLMScheduler(Core):
         self.cpu_tok = 0.0  # Calibration.prompt_cpu_tok_s (0 = off; set by the engine)
         self.cpu_step = 0.0  # Calibration.prompt_cpu_step_s (0 = off)
         self.cpu_floor = False  # either is on
+        self.cpu_cv = 0.0  # Calibration.prompt_cpu_step_cv (0 = off; set by the engine)
+        # draws the prompt steps' CPU time when cpu_cv is on; seeded per run (Calibration.jitter_seed, set by the
+        # engine): the same sends give the same records, and configs compared in one study see the same draws
+        self.rng = random.Random(0)
         self.admit_cpu = 0.0  # Calibration.admit_cpu_s (0 = off; set by the engine)
         self.admit_step = 0.0  # Calibration.admit_step_s (0 = off; set by the engine)
         self.admit_on = False  # either is set
@@ -67,7 +72,11 @@ class VLLMScheduler(Core):
         (none: nothing) plus the CPU time of the step and of its `ptoks` new prompt tokens, which overlaps the GPU's
         work on them."""
         base = self.cost.step(n, n, ctx, ctx, n <= self.graph_max, **(spec or {})) if n else 0.0
-        floor = base + self.cpu_step + ptoks * self.cpu_tok
+        fixed = self.cpu_step
+        if self.cpu_cv > 0.0 and fixed > 0.0:  # gamma of mean `fixed`, coefficient of variation cpu_cv
+            shape = 1.0 / (self.cpu_cv * self.cpu_cv)
+            fixed = self.rng.gammavariate(shape, fixed / shape)
+        floor = base + fixed + ptoks * self.cpu_tok
         return floor if floor > dur else dur
 
     def _admit_late(self, admitted: int) -> float:
