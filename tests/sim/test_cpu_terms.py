@@ -55,6 +55,27 @@ def test_prompt_cpu_step_floor_is_paid_once_per_prompt_step() -> None:
     assert _run("qwen3-1.7b", PROMPT, prompt_cpu_step_s=0.0) == _run("qwen3-1.7b", PROMPT)  # off: nothing changes
 
 
+def test_prompt_cpu_step_spread_draws_each_prompt_steps_floor_reproducibly() -> None:
+    """`prompt_cpu_step_cv`: each prompt step's fixed floor is drawn (gamma, mean `prompt_cpu_step_s`) from a generator
+    seeded per run: prompt steps differ in length, the same run gives the same records, another `jitter_seed` others."""
+    f = 0.03
+    reqs = [Request(0, 0.0, 128, 4000)] + [Request(i, 0.25 * i, 2048, 4) for i in range(1, 41)]  # 40 isolated prompts
+    kw = {**PLAIN, "prompt_cpu_step_s": f}
+    fixed = _gaps(_run("qwen3-1.7b", reqs, **kw)[0])
+    drawn = _gaps(_run("qwen3-1.7b", reqs, **kw, prompt_cpu_step_cv=0.5)[0])
+    decode = sorted(fixed)[len(fixed) // 2]
+    steps_fixed = [g for g in fixed if g > decode + 0.5 * f]
+    steps_drawn = [g - decode for g in drawn if g > decode + 0.002]
+    assert len(steps_fixed) == 40 and max(steps_fixed) - min(steps_fixed) < 1e-3  # one length without the spread
+    assert len(steps_drawn) >= 35 and max(steps_drawn) - min(steps_drawn) > 0.5 * f  # spread with it
+    assert 0.7 * f < sum(steps_drawn) / len(steps_drawn) < 1.3 * f  # around the same mean
+    assert _run("qwen3-1.7b", reqs, **kw, prompt_cpu_step_cv=0.5) == _run("qwen3-1.7b", reqs, **kw,
+                                                                          prompt_cpu_step_cv=0.5)
+    other = _gaps(_run("qwen3-1.7b", reqs, **kw, prompt_cpu_step_cv=0.5, jitter_seed=1)[0])
+    assert other != drawn
+    assert _run("qwen3-1.7b", reqs, **PLAIN, prompt_cpu_step_cv=0.5) == _run("qwen3-1.7b", reqs, **PLAIN)  # no floor
+
+
 def test_ingress_rho_stretches_a_new_prompts_wait_when_the_api_server_is_busy() -> None:
     reqs = [Request(i, 0.0, 16, 600) for i in range(120)] + [Request(120, 0.5, 512, 4)]
     base = _run("qwen3-1.7b", reqs)[-1]
