@@ -39,6 +39,14 @@ gains (calibrate_fp8.py, fitted on it). So `--v2` adds the floor per layer to th
 leave-one-shape-out with the rest; each shape's e_w stays its own) on a grid narrowed to the first run's picks'
 neighbourhood, and re-chooses `fp8_lin_gain` and `fp8_w_gain` on the all-shape key's base by calibrate_fp8.py's
 objective and fit points (attention and KV gains kept) before the SLA verdicts. Same rule, 1-5, fixed before the run.
+
+Third form, `--v3` (output `sim_jitter_fit_v3.txt`). The second run made TPOT worse (7.0 / 7.4: the folds pick a 40 us
+floor per layer), so the floor per layer stays each shape's own again. What the first run's floor cannot give is the
+async-scheduling overlap: the engine core prepares a step with new prompts while the GPU runs the step before, so
+that CPU time shows less behind a long step (32B: none) than a short one (1.7B: ~18 ms on top of its ~10 ms GPU
+prefill), the form `admit_step_s` A has (tuner/sim/vllm_sched.py `_admit_late`), now drawn with the same spread as the
+floor. Grid: A 0 / 12 / 16 / 20 ms x floor F 0 / 15 / 22 ms x cv 0.5 / 1 x k 1.1 / 1.2 x heat 0.15 / 0.3 x defer 0.15
+/ 0.31, plus the committed key; FP8 gains re-chosen as in `--v2`. Same rule, 1-5, fixed before the run.
 """
 
 from __future__ import annotations
@@ -60,7 +68,7 @@ from tuner.sim.calibration import FITTED
 from tuner.sim.cost import Calibration
 from tuner.sim.reference import shape_calibration
 
-Key = tuple[float, ...]  # (k, heat, F ms, cv, defer[, weight floor us per layer])
+Key = tuple[float, ...]  # (k, heat, F ms, cv, defer[, weight floor us per layer (0: the shape's own)[, A ms]])
 KS = (1.0, 1.1, 1.2, 1.25)
 HEATS = (0.0, 0.15, 0.3)
 F_MS = (0.0, 15.0, 22.0, 30.0)
@@ -68,6 +76,8 @@ CVS = (0.0, 0.5, 1.0)
 DEFERS = (0.15, FITTED.prompt_defer)
 V2 = {"k": (1.1, 1.2, 1.25), "heat": (0.15, 0.3), "f": (15.0, 22.0), "cv": (0.5, 1.0), "defer": (0.15,),
       "wfloor": (40.0, 50.0, 60.0)}
+V3 = {"k": (1.1, 1.2), "heat": (0.15, 0.3), "f": (0.0, 15.0, 22.0), "cv": (0.5, 1.0), "defer": (0.15, FITTED.prompt_defer),
+      "wfloor": (0.0,), "admit": (0.0, 12.0, 16.0, 20.0)}
 FP8_LIN = (1.4, 1.5, 1.55, 1.6, 1.7, 1.8)  # --v2: fp8_lin_gain, fp8_w_gain re-chosen on the new base
 FP8_W = (0.9, 1.0, 1.1, 1.2, 1.3, 1.45, 1.6)
 
@@ -77,7 +87,9 @@ def with_key(cal: Calibration, key: Key, seed: int = 0) -> Calibration:
     out = dataclasses.replace(cal, e_lin=cal.e_lin * k, e_attn=cal.e_attn * k, heat_slowdown=heat,
                               prompt_cpu_step_s=f_ms * 1e-3, prompt_cpu_step_cv=cv, prompt_defer=defer,
                               jitter_seed=seed)
-    return dataclasses.replace(out, w_floor_layer_s=key[5] * 1e-6) if len(key) > 5 else out
+    if len(key) > 5 and key[5]:
+        out = dataclasses.replace(out, w_floor_layer_s=key[5] * 1e-6)
+    return dataclasses.replace(out, admit_step_s=key[6] * 1e-3) if len(key) > 6 else out
 
 
 def losses_of(key: Key) -> tuple[Key, dict[str, float]]:
@@ -85,9 +97,12 @@ def losses_of(key: Key) -> tuple[Key, dict[str, float]]:
                  **{s: shape_loss(with_key(shape_calibration(s), key), s) for s in SHAPES}}
 
 
-def grid(v2: bool = False) -> list[Key]:
-    if v2:
+def grid(form: str = "v1") -> list[Key]:
+    if form == "v2":
         return [*itertools.product(*V2.values()), (1.0, 0.0, 0.0, 0.0, FITTED.prompt_defer, 50.0)]  # + committed
+    if form == "v3":  # a key with neither floor nor admission has no fixed CPU time to spread: cv drawn only once
+        keys = [key for key in itertools.product(*V3.values()) if key[2] or key[6] or key[3] == V3["cv"][0]]
+        return [*keys, (1.0, 0.0, 0.0, 0.0, FITTED.prompt_defer, 0.0, 0.0)]  # + committed
     keys: list[Key] = [(k, h, f, cv, d) for k, h, f, cv, d in itertools.product(KS, HEATS, F_MS, CVS, DEFERS)
                        if f or not cv]  # no floor: its spread means nothing
     return keys
@@ -118,17 +133,21 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--v2", action="store_true", help="the second form (docstring): weight floor in the grid, FP8 "
                     "gains re-chosen on the new base")
+    ap.add_argument("--v3", action="store_true", help="the third form (docstring): the engine's admission CPU per "
+                    "step, drawn with the same spread, beside the floor; FP8 gains re-chosen on the new base")
     a = ap.parse_args()
     t0 = time.time()
-    keys = grid(a.v2)
+    form = "v3" if a.v3 else "v2" if a.v2 else "v1"
+    keys = grid(form)
     losses: dict[Key, dict[str, float]] = {}
-    print(f"{'k':>5s} {'heat':>5s} {'F ms':>5s} {'cv':>4s} {'defer':>6s} {'wfl':>4s} {FIT8:>9s} "
+    print(f"{'k':>5s} {'heat':>5s} {'F ms':>5s} {'cv':>4s} {'defer':>6s} {'wfl':>4s} {'A ms':>4s} {FIT8:>9s} "
           + " ".join(f"{s:>10s}" for s in SHAPES), flush=True)
     with Pool(a.jobs) as pool:
         for key, row in pool.imap(losses_of, keys):
             losses[key] = row
             wfl = f"{key[5]:4.0f}" if len(key) > 5 else "   -"
-            print(f"{key[0]:5.2f} {key[1]:5.2f} {key[2]:5.1f} {key[3]:4.1f} {key[4]:6.3f} {wfl} {row[FIT8]:9.5f} "
+            adm = f"{key[6]:4.0f}" if len(key) > 6 else "   -"
+            print(f"{key[0]:5.2f} {key[1]:5.2f} {key[2]:5.1f} {key[3]:4.1f} {key[4]:6.3f} {wfl} {adm} {row[FIT8]:9.5f} "
                   + " ".join(f"{row[s]:10.5f}" for s in SHAPES), flush=True)
     chosen = loso_pick(keys, losses)
     committed = [r for s in SHAPES for r in errs(shape_calibration(s), shape_points(s))]
@@ -138,13 +157,13 @@ def main() -> None:
             rows = errs(with_key(shape_calibration(s), chosen[s], seed), shape_points(s))
             held += rows
             if seed == 0:
-                print(f"held out {s}: key (k, heat, F ms, cv, defer[, wfloor us]) = {chosen[s]}: {medians(rows)}")
+                print(f"held out {s}: key (k, heat, F ms, cv, defer[, wfloor us, A ms]) = {chosen[s]}: {medians(rows)}")
         print(f"split=shape points={len(held)} jitter floor LOSO, jitter_seed {seed}: {medians(held)}")
     print(f"split=shape points={len(committed)} committed: {medians(committed)}")
     print(f"all five shapes: key {chosen['all']}; 8B loss {losses[chosen['all']][FIT8]:.5f} "
           f"(committed {loss(FITTED):.5f})")
     everywhere = with_key(FITTED, chosen["all"])
-    if a.v2:
+    if form != "v1":
         everywhere = fp8_refit(everywhere, a.jobs)
     print_splits({**{s: with_key(shape_calibration(s), chosen[s]) for s in SHAPES}, "all": everywhere})
     print(f"wall_s={time.time() - t0:.0f}")

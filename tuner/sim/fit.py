@@ -68,8 +68,9 @@ class Calibration:
     # however many prompts it holds: the engine core's CPU work of a step that takes in prompts (a burst of 8 new
     # prompts stalls a running decode by 9-27 ms, not 8 x 12; ttft_breakdown.py --burst)
     prompt_cpu_step_s: float = 0.0
-    # vLLM: with prompt_cpu_step_s set, its coefficient of variation (0 = every prompt step the same): each prompt
-    # step's fixed part is drawn from a gamma distribution of that mean and spread, from a generator seeded per run
+    # vLLM: the coefficient of variation of a prompt step's fixed CPU time, `prompt_cpu_step_s` and `admit_step_s`
+    # (0 = every prompt step the same): each is drawn per step from a gamma distribution of that mean and spread, from a
+    # generator seeded per run
     # (the same sends give the same records). The engine core's CPU time for a new prompt is not a constant: on an
     # idle Qwen3-1.7B a 2048-token prompt's engine time is 16-18 or 27-31 ms run to run (ttft_breakdown.py), and a
     # deterministic floor puts every prompt step at one length, so P99 ITL jumps between one mode and the next

@@ -72,18 +72,22 @@ class VLLMScheduler(Core):
         (none: nothing) plus the CPU time of the step and of its `ptoks` new prompt tokens, which overlaps the GPU's
         work on them."""
         base = self.cost.step(n, n, ctx, ctx, n <= self.graph_max, **(spec or {})) if n else 0.0
-        fixed = self.cpu_step
-        if self.cpu_cv > 0.0 and fixed > 0.0:  # gamma of mean `fixed`, coefficient of variation cpu_cv
-            shape = 1.0 / (self.cpu_cv * self.cpu_cv)
-            fixed = self.rng.gammavariate(shape, fixed / shape)
-        floor = base + fixed + ptoks * self.cpu_tok
+        floor = base + self._drawn(self.cpu_step) + ptoks * self.cpu_tok
         return floor if floor > dur else dur
+
+    def _drawn(self, mean: float) -> float:
+        """A prompt step's fixed CPU time: `mean`, or with `cpu_cv` a gamma draw of that mean and spread."""
+        if self.cpu_cv > 0.0 and mean > 0.0:
+            shape = 1.0 / (self.cpu_cv * self.cpu_cv)
+            return self.rng.gammavariate(shape, mean / shape)
+        return mean
 
     def _admit_late(self, admitted: int) -> float:
         """How much later a step that admits `admitted` new requests ends: their CPU work (`admit_step_s` for the
-        step + `admit_cpu_s` each) runs while the GPU works on the step before (async scheduling), so only what
-        outlasts that step shows; after an idle engine, all of it."""
-        late = self.admit_step + self.admit_cpu * admitted - (0.0 if self.idle else self.now - self.last_start)
+        step, drawn like the floor's with `cpu_cv`, + `admit_cpu_s` each) runs while the GPU works on the step before
+        (async scheduling), so only what outlasts that step shows; after an idle engine, all of it."""
+        late = (self._drawn(self.admit_step) + self.admit_cpu * admitted
+                - (0.0 if self.idle else self.now - self.last_start))
         return late if late > 0.0 else 0.0
 
     def _newest(self) -> Seq:
