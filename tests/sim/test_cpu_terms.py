@@ -76,6 +76,19 @@ def test_prompt_cpu_step_spread_draws_each_prompt_steps_floor_reproducibly() -> 
     assert _run("qwen3-1.7b", reqs, **PLAIN, prompt_cpu_step_cv=0.5) == _run("qwen3-1.7b", reqs, **PLAIN)  # no floor
 
 
+def test_prompt_cpu_step_spread_draws_the_admission_cpu_too() -> None:
+    """With `admit_step_s` (hidden behind the step before) the same spread draws each admitting step's CPU time."""
+    reqs = [Request(0, 0.0, 128, 4000)] + [Request(i, 0.25 * i, 16, 4) for i in range(1, 41)]  # short prompts
+    kw = {**PLAIN, "admit_step_s": 0.02}
+    fixed = _gaps(_run("qwen3-1.7b", reqs, **kw)[0])
+    drawn = _gaps(_run("qwen3-1.7b", reqs, **kw, prompt_cpu_step_cv=0.5)[0])
+    decode = sorted(fixed)[len(fixed) // 2]
+    late_fixed = [g for g in fixed if g > decode + 0.005]
+    late_drawn = [g for g in drawn if g > decode + 0.002]
+    assert len(late_fixed) == 40 and max(late_fixed) - min(late_fixed) < 1e-3
+    assert len(late_drawn) >= 35 and max(late_drawn) - min(late_drawn) > 0.01
+
+
 def test_ingress_rho_stretches_a_new_prompts_wait_when_the_api_server_is_busy() -> None:
     reqs = [Request(i, 0.0, 16, 600) for i in range(120)] + [Request(120, 0.5, 512, 4)]
     base = _run("qwen3-1.7b", reqs)[-1]
