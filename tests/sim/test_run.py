@@ -13,6 +13,8 @@ from tuner.load.metrics import summarize
 from tuner.load.records import Request
 from tuner.load.records_io import RecordWriter, read_records
 from tuner.load.vllm_result import result_json
+from tuner.sim.calibration import FITTED
+from tuner.sim.engine import SimulatedEngine
 
 
 def test_records_hold_every_token_in_order() -> None:
@@ -74,11 +76,15 @@ def test_runs_are_deterministic_and_warmup_is_copied() -> None:
     ("sglang", {"mem_fraction_static": 0.14, "page_size": 16}),  # tight KV: retractions
     ("sglang", {"mem_fraction_static": 0.14, "schedule_policy": "lof", "chunked_prefill_size": 1024}),
 ])
-def test_closed_form_decode_runs_equal_step_by_step(flavour: str, args: dict) -> None:
-    """The fast path must not change results: same records as one step at a time."""
+@pytest.mark.parametrize("heat", [True, False])
+def test_closed_form_decode_runs_equal_step_by_step(flavour: str, args: dict, heat: bool) -> None:
+    """The fast path must not change results: same records as one step at a time. With the committed calibration's
+    heat term (vLLM) the decode runs are stepped at the moving clock (Core._decode_run_clocked); without it they are
+    closed-form."""
     reqs = poisson(120, 8.0, inp=(50, 4000), out=(1, 600), seed=7)
-    fast = engine(flavour, mml=8192, **args)
-    slow = engine(flavour, mml=8192, **args)
+    cal = FITTED if heat else dataclasses.replace(FITTED, heat_slowdown=0.0)
+    fast, slow = (SimulatedEngine(flavour=flavour, gpu="H200", shape="qwen3-8b", args=args, max_model_len=8192,
+                                  calibration=cal) for _ in range(2))
     slow.macro_steps = False
     a, b = fast.run(reqs), slow.run(reqs)
     for x, y in zip(a, b, strict=True):

@@ -272,18 +272,15 @@ class Core:
     def _decode_run(self, k: int, t_stop: float) -> None:
         """Run up to k decode-only steps in closed form; stop early at the step that ends past t_stop."""
         n = self.n_dec
+        if self.heat_k:  # the clock moves every step: no closed form
+            self._decode_run_clocked(k, t_stop)
+            return
         cost = self.cost.for_n(n) if self.scheduled else self.cost  # per-batch-size K: the cost at K(n)
         dec_b = cost.dec_b if self.scheduled else self.dec_b
-        m = 1.0
-        heat_k = self.heat_k
-        if heat_k:  # the clock is held for the run (it moves slowly next to a step)
-            m = self._flop_mult(self.now)
-            base = cost.decode_base(n, n <= self.graph_max, m)
-        else:
-            cached = self._base.get(n)
-            if cached is None:
-                cached = self._base[n] = cost.decode_base(n, n <= self.graph_max)
-            base = cached
+        cached = self._base.get(n)
+        if cached is None:
+            cached = self._base[n] = cost.decode_base(n, n <= self.graph_max)
+        base = cached
         sum_l = self.sum_l
         a = base + dec_b * (sum_l + n)
         c2 = dec_b * n / 2.0
@@ -317,15 +314,44 @@ class Core:
         last = fe + k * a + c2 * k * k1
         self.now = last - frontend
         self.last_start = now + k1 * a + c2 * k1 * (k - 2)  # the run's last step
-        if heat_k:
-            span = self.now - now
-            self._heat_add(span, self.cost.flop_time(n, n, 0.0) * m * k / span)
         self.sum_l = sum_l + n * k
         self.sum_rem -= n * k
         self.steps += k
         heap = self.heap
         if heap and heap[0][0] <= jk:
             self._pop_finished(last)
+
+    def _decode_run_clocked(self, k: int, t_stop: float) -> None:
+        """`_decode_run` with the heat term on: the same k decode-only steps (or up to the one that ends at or past
+        t_stop), one at a time with the arithmetic of a scheduled step (the vLLM scheduler's general step: cost at
+        the current clock, then the clock's update), without its scheduling work; records equal step by step."""
+        n = self.n_dec
+        graph = n <= self.graph_max
+        cost, frontend, cnt, bs, segs = self.cost, self.frontend, self.cnt, self.bs, self.segs
+        j = self.nd
+        x = 0
+        t_out = self.now + frontend
+        while x < k:
+            ctx = float(self.sum_l + n)
+            m = self._flop_mult(self.now)
+            dur = cost.step(n, n, ctx, ctx, graph, m)
+            self._heat_add(dur, cost.flop_time(n, n, ctx) * m / dur)
+            self.free -= cnt[(j + x) % bs]
+            now = self.now
+            self.last_start = now
+            self.now = now = now + dur
+            t_out = now + frontend
+            segs.extend((t_out, 0.0, 0.0, 1))
+            self.sum_l += n
+            self.sum_rem -= n
+            self.steps += 1
+            x += 1
+            if now >= t_stop:
+                break
+        self.nd = j + x
+        heap = self.heap
+        if heap and heap[0][0] <= j + x:
+            self._pop_finished(t_out)
 
     def _decode_cost(self) -> float:
         n = self.n_dec

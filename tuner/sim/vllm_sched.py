@@ -109,7 +109,8 @@ class VLLMScheduler(Core):
     def advance(self, t_event: float) -> bool:
         """Run one step, or many decode-only steps up to the next event. False when idle."""
         n = self.n_dec
-        if n and self.macro and not self.prefilling and not self.carry:
+        # (speculative decoding under the heat term: no decode runs, each step is scheduled: see Core._decode_run)
+        if n and self.macro and not self.prefilling and not self.carry and not (self.heat_k and self.spec_on):
             waiting = self.waiting
             if waiting:
                 # what step() would do first when the head fits (then it is not blocked); else the usual checks
