@@ -184,12 +184,12 @@ def split_of(p: RefPoint) -> str:
 
 
 def shape_calibration(shape: str) -> Calibration:
-    """FITTED with the five-shape terms chosen with `shape` left out (tuner.sim.calibration.SHAPE_LOSO); FITTED itself
+    """FITTED with the terms chosen with `shape` left out (tuner.sim.calibration.SHAPE_LOSO); FITTED itself
     for a shape that has no such entry (Qwen3-8B, fitted on)."""
     from tuner.sim.calibration import FITTED, SHAPE_LOSO
 
     terms = SHAPE_LOSO.get(shape)
-    return FITTED if terms is None else replace(FITTED, e_w=terms["e_w"], w_floor_layer_s=terms["w_floor_layer_s"])
+    return FITTED if terms is None else replace(FITTED, **terms)
 
 
 def calibration_for(point: RefPoint) -> Calibration | None:

@@ -26,6 +26,7 @@ class SGLangTerms:
     fp8_w_gain: float  # weight-read speed-up of FP8 linear layers (2 = the halved bytes exactly)
     triton_e_kv: float  # KV-read efficiency of the triton decode attention kernel
     fp8_lin_gain: float | None = None  # FLOP speed-up of FP8 linear layers (prefill); None: the base's (vLLM's)
+    e_lin: float | None = None  # FLOP efficiency of the linear layers (prefill); None: the base's (vLLM's)
     triton_e_attn: float | None = None  # FLOP efficiency of triton's prefill (extend) attention (None: the base's)
     triton_fp8_kv_gain: float = 1.0  # triton: KV reads from an FP8 cache cost as BF16's
     triton_fp8_attn_gain: float = 1.0  # triton: no FP8 tensor-core attention
@@ -41,6 +42,8 @@ def sglang_calibration(cal: Calibration, terms: SGLangTerms | None, attention_ba
     cal = dataclasses.replace(cal, o_step_s=cal.o_step_s + terms.step_extra_s, fp8_w_gain=terms.fp8_w_gain)
     if terms.fp8_lin_gain is not None:
         cal = dataclasses.replace(cal, fp8_lin_gain=terms.fp8_lin_gain)
+    if terms.e_lin is not None:
+        cal = dataclasses.replace(cal, e_lin=terms.e_lin)
     if attention_backend == "triton":
         cal = dataclasses.replace(cal, e_kv=terms.triton_e_kv, fp8_kv_gain=terms.triton_fp8_kv_gain,
                                   fp8_attn_gain=terms.triton_fp8_attn_gain)
