@@ -189,7 +189,7 @@ def shape_calibration(shape: str) -> Calibration:
     from tuner.sim.calibration import FITTED, SHAPE_LOSO
 
     terms = SHAPE_LOSO.get(shape)
-    return FITTED if terms is None else replace(FITTED, **terms)  # type: ignore[arg-type]  (float fields only)
+    return FITTED if terms is None else replace(FITTED, **terms)  # type: ignore[arg-type]  # float fields only
 
 
 def calibration_for(point: RefPoint) -> Calibration | None:
