@@ -1,5 +1,5 @@
 """The CPU-side terms tried on five shapes (issue 17, benchmarks/sim_shape_cpu.py, sim_jitter_fit.py): a prompt's CPU
-floor (`prompt_cpu_tok_s`, `prompt_cpu_step_s` and its spread, on in the committed calibration) and the API server's
+floor (`prompt_cpu_tok_s`, `prompt_cpu_step_s` and its spread) and the API server's
 busy share stretching a new prompt's ingress (`ingress_rho_max`). These check what each does when on, from a base with
 all of them off, and that off they change nothing."""
 
@@ -12,8 +12,8 @@ from tuner.sim.calibration import FITTED
 from tuner.sim.cost import Calibration
 from tuner.sim.engine import SimulatedEngine
 
-# FITTED with the CPU-side terms off (the committed fit draws a prompt-step floor and slows under heat): each test
-# turns on the one it checks
+# FITTED with the CPU-side terms and the heat term off (whatever a calibration ships with): each test turns on the one
+# it checks
 BASE = dataclasses.replace(FITTED, prompt_cpu_step_s=0.0, prompt_cpu_step_cv=0.0, heat_slowdown=0.0)
 
 
