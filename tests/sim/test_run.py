@@ -78,11 +78,11 @@ def test_runs_are_deterministic_and_warmup_is_copied() -> None:
 ])
 @pytest.mark.parametrize("heat", [True, False])
 def test_closed_form_decode_runs_equal_step_by_step(flavour: str, args: dict, heat: bool) -> None:
-    """The fast path must not change results: same records as one step at a time. With the heat term
-    (vLLM) the decode runs are stepped at the moving clock (Core._decode_run_clocked); without it they are
+    """The fast path must not change results: same records as one step at a time. With the committed calibration's
+    heat term (vLLM) the decode runs are stepped at the moving clock (Core._decode_run_clocked); without it they are
     closed-form."""
     reqs = poisson(120, 8.0, inp=(50, 4000), out=(1, 600), seed=7)
-    cal = dataclasses.replace(FITTED, heat_slowdown=0.3 if heat else 0.0)
+    cal = FITTED if heat else dataclasses.replace(FITTED, heat_slowdown=0.0)
     fast, slow = (SimulatedEngine(flavour=flavour, gpu="H200", shape="qwen3-8b", args=args, max_model_len=8192,
                                   calibration=cal) for _ in range(2))
     slow.macro_steps = False
