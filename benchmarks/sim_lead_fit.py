@@ -1,0 +1,130 @@
+"""How a prompt step's work splits around the decodes' tokens, chosen leave-one-shape-out on the shipped calibration
+(issue 17, after sim_jitter_fit.py's fifth form was shipped).
+
+Why, from the step intervals (`benchmarks/prompt_tail.py`'s view, run on Qwen3-4B's points): the real engine puts
+all of a prompt step's work before the decodes' tokens on 4B at every load (k new prompts, the interval before the
+first tokens, median ms, at 16 / 20 req/s: k=1 31.6 / 34.1, k=2 53.8 / 48.7, k=3 96.0 / 102.9; the first tokens then
+come 7-11 ms later), while the shipped simulator gives part of it to the next interval (`prompt_defer` 0.15, 0.31 in
+the 4B fold, and the rest of what exceeds the 48.6 ms lead cap: k=3 70-73 ms, then 55-61 ms), so its longest
+intervals are too short (4B's held-out P99 ITL -34 to -39 % at 16-20 req/s). On Qwen3-8B (fitted on) the real
+engine splits one- and two-prompt steps (k=1 41-48 ms, then 24-37 ms) and holds three- and four-prompt steps
+(152-160 ms, then 7-12 ms). The forms: the share deferred (`prompt_defer` d) and what bounds the decodes' wait,
+either one cap for every step (`prompt_lead_max_s`, 0 = none) or a lead per prompt token the step carries
+(`prompt_lead_tok_s`: a step with three prompts gets three times the lead).
+
+Grid: d in {0, 0.1, 0.15, 0.2, 0.312} x lead in {cap 40, 48.6, 55.9, 60, 80, 120 ms, none} + {per token 8, 10,
+12, 15, 20, 27 us}. Each held-out shape's key minimises the mean loss of Qwen3-8B (calibrate_sim's) and the three
+other shapes (sim_shape_cpu's), every shape on its own leave-one-shape-out weight terms; the Qwen3-4B fold starts
+from its own SHAPE_LOSO terms (they were chosen without it), the others from FITTED; the args, rate and client
+splits get the key chosen on all five. The shipped keys (0.15, cap 48.6; the 4B fold's 0.312, cap 55.9) are in it.
+
+The grid's forms were picked after an exploratory scan of both forms on the shipped calibration with the held-out
+splits printed (benchmarks/sim_fidelity.py with the terms overridden); the choice below is made on the fit losses
+only, never on held-out errors.
+
+Rule fixed before the run (commit before its output): adopt only if, against the shipped calibration,
+  1. the shape split's P99 TTFT or P99 ITL median drops by >= 3 points and neither gets worse by more than 0.5;
+  2. the shape split's P50 and P99 TPOT and tok/s medians are <= 5 % or not worse by more than 0.5;
+  3. the args split's P99 TTFT and P99 ITL and the rate split's P99 TTFT are <= 10 % or not worse by more than 1,
+     and the args split's P50 and P99 TPOT <= 5 % or not worse by more than 0.5;
+  4. the SLA verdicts agree as often as shipped;
+  5. with the other draws (`jitter_seed` 1 and 2, same keys) the metric of rule 1 is still >= 3 points below shipped.
+
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/sim_lead_fit.py   # output benchmarks/results/sim/sim_lead_fit.txt
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.calibrate_sim import loss
+from benchmarks.sim_fidelity import medians
+from benchmarks.sim_shape_cpu import FIT8, SHAPES, errs, shape_loss, shape_points, sla
+from tuner.sim.calibration import FITTED, SHAPE_LOSO
+from tuner.sim.cost import Calibration
+from tuner.sim.reference import ALL_POINTS, split_of
+
+Key = tuple[float, str, float]  # (prompt_defer, "cap" ms | "tok" us, value; cap 0 = none)
+DEFERS = (0.0, 0.1, 0.15, 0.2, 0.312477)
+LEADS = (*(("cap", v) for v in (40.0, 48.6102, 55.9017, 60.0, 80.0, 120.0, 0.0)),
+         *(("tok", v) for v in (8.0, 10.0, 12.0, 15.0, 20.0, 27.0)))
+WEIGHTS = ("e_w", "w_floor_layer_s")
+FOLD4B = "qwen3-4b"  # the one fold with its own step terms (tuner/sim/calibration.py SHAPE_LOSO)
+
+
+def base(fold: str | None, shape: str | None) -> Calibration:
+    """The calibration a key is applied to: FITTED, or the 4B fold's own terms, with `shape`'s weight terms."""
+    cal = FITTED
+    if fold == FOLD4B:
+        cal = dataclasses.replace(cal, **{k: v for k, v in SHAPE_LOSO[FOLD4B].items() if k not in WEIGHTS})
+    if shape in SHAPE_LOSO:
+        cal = dataclasses.replace(cal, **{k: SHAPE_LOSO[shape][k] for k in WEIGHTS})
+    return cal
+
+
+def with_key(cal: Calibration, key: Key, seed: int = 0) -> Calibration:
+    d, form, v = key
+    lead = {"prompt_lead_max_s": v * 1e-3, "prompt_lead_tok_s": 0.0} if form == "cap" else \
+        {"prompt_lead_tok_s": v * 1e-6}
+    return dataclasses.replace(cal, prompt_defer=d, jitter_seed=seed, **lead)  # type: ignore[arg-type]
+
+
+def losses(fold: str | None, key: Key) -> dict[str, float]:
+    return {FIT8: loss(with_key(base(fold, None), key)),
+            **{s: shape_loss(with_key(base(fold, s), key), s) for s in SHAPES}}
+
+
+def main() -> None:
+    t0 = time.time()
+    keys: list[Key] = [(d, f, v) for d, (f, v) in itertools.product(DEFERS, LEADS)]
+    shipped: Key = (FITTED.prompt_defer, "cap", 48.6102)
+    table = {fold: {key: losses(fold, key) for key in keys} for fold in (None, FOLD4B)}
+    print(f"{'defer':>6s} {'lead':>10s} | losses from FITTED: {FIT8:>9s} " + " ".join(f"{s:>10s}" for s in SHAPES)
+          + f" | from the 4B fold's terms: {FIT8} + 1.7B / 14B / 32B")
+    for key in keys:
+        a, b = table[None][key], table[FOLD4B][key]
+        print(f"{key[0]:6.2f} {key[1]:>4s} {key[2]:5.1f} | {a[FIT8]:9.5f} " + " ".join(f"{a[s]:10.5f}" for s in SHAPES)
+              + f" | {b[FIT8]:.5f} " + " ".join(f"{b[s]:.5f}" for s in SHAPES if s != FOLD4B))
+    chosen: dict[str, Key] = {}
+    for fold in (*SHAPES, "all"):
+        on = (FIT8, *(s for s in SHAPES if s != fold))
+        rows = table[FOLD4B if fold == FOLD4B else None]
+        chosen[fold] = min(keys, key=lambda g: statistics.mean(rows[g][x] for x in on))
+
+    def fold_cal(s: str, seed: int = 0) -> Calibration:
+        return with_key(base(s, s), chosen[s], seed)
+
+    def shipped_cal(s: str) -> Calibration:
+        return base(s, s)  # tuner.sim.reference.shape_calibration(s)
+
+    ship = [r for s in SHAPES for r in errs(shipped_cal(s), shape_points(s))]
+    for seed in (0, 1, 2):
+        held = []
+        for s in SHAPES:
+            rows = errs(fold_cal(s, seed), shape_points(s))
+            held += rows
+            if seed == 0:
+                print(f"held out {s}: key (defer, lead form, value) = {chosen[s]}: {medians(rows)}")
+        print(f"split=shape points={len(held)} lead LOSO, jitter_seed {seed}: {medians(held)}")
+    print(f"split=shape points={len(ship)} shipped: {medians(ship)}")
+    print(f"all five shapes: key {chosen['all']} (shipped {shipped}); 8B loss {table[None][chosen['all']][FIT8]:.5f} "
+          f"(shipped {loss(FITTED):.5f})")
+    everywhere = with_key(FITTED, chosen["all"])
+    for split in ("args", "rate", "client"):
+        pts = [p for p in ALL_POINTS if split_of(p) == split]
+        print(f"split={split} points={len(pts)} shipped: {medians(errs(FITTED, pts))}")
+        print(f"split={split} points={len(pts)} all-shape fit: {medians(errs(everywhere, pts))}")
+    print(f"sla shipped: {sla({**{s: shipped_cal(s) for s in SHAPES}, 'all': FITTED})}")
+    print(f"sla (LOSO per shape, all-shape fit elsewhere): {sla({**{s: fold_cal(s) for s in SHAPES}, 'all': everywhere})}")
+    print(f"wall_s={time.time() - t0:.0f}")
+
+
+if __name__ == "__main__":
+    main()
