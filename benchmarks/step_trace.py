@@ -1,0 +1,122 @@
+"""Where a prompt step's time goes inside vLLM's engine core, from a step trace (issue 17).
+
+The trace (`.gpu/trace/sitecustomize.py` on the device: STEP_TRACE_DIR set, every call of the scheduler's
+`schedule` (s) and `update_from_output` (u), the uni-process executor's `execute_model` (x, the step's CPU
+preparation and kernel launches) and `sample_tokens` (t), and the wait for a step's output (w), each with its
+start and end on CLOCK_MONOTONIC) is read with the same run's `vllm bench serve --save-detailed` file, whose
+token times are on the same clock (perf_counter). Steps are matched in order: with async scheduling the engine
+schedules and launches step N+1 before it waits for step N's output, so step N's tokens leave the engine core at
+the end of u_N, after s/x/t of step N+1. Printed per run, by the new prompt tokens a step carries (0, one
+2048-token prompt, two, three or more): medians of the CPU phases (s, x), of the wait for the GPU (w), of the
+interval between two steps' outputs leaving the engine (u end to u end) for the step itself and for the step
+before it, and of the client's view (a new request's first token after its step's u end).
+
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/step_trace.py DIR [DIR ...]   # DIR: trace_NAME/ + bench_NAME_r*.json
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+
+import numpy as np
+
+
+def load_trace(folder: Path) -> list[list]:
+    """The engine core's records (the process that scheduled), in time order."""
+    best: list[list] = []
+    for f in folder.glob("trace.*.jsonl"):
+        rows = [json.loads(line) for line in f.read_text().splitlines() if line.strip()]
+        if sum(r[0] == "s" for r in rows) > sum(r[0] == "s" for r in best):
+            best = rows
+    return sorted((r for r in best if r[0] in "sxtwu" and len(r[0]) == 1), key=lambda r: r[1])
+
+
+def steps(rows: Iterable[list]) -> list[dict]:
+    """One dict per scheduled step with tokens: s, x, t (its own), w and u (its output), matched in order."""
+    out: list[dict] = []
+    pending: list[dict] = []  # launched, output not yet processed
+    cur: dict | None = None
+    for r in rows:
+        kind = r[0]
+        if kind == "s":
+            cur = None
+            if r[3] > 0:
+                cur = {"s": (r[1], r[2]), "tokens": r[3], "new": r[4], "ptoks": r[5], "running": r[6],
+                       "waiting": r[7]}
+                out.append(cur)
+                pending.append(cur)
+        elif kind in "xt" and cur is not None:
+            cur[kind] = (r[1], r[2])
+        elif kind == "w" and pending:
+            pending[0]["w"] = (r[1], r[2])
+        elif kind == "u" and pending:
+            st = pending.pop(0)
+            st["u"] = (r[1], r[2])
+    return [st for st in out if "u" in st]
+
+
+def band(ptoks: int) -> str:
+    if ptoks == 0:
+        return "decode"
+    k = round(ptoks / 2048)
+    return "1 prompt" if k <= 1 else "2 prompts" if k == 2 else "3+ prompts"
+
+
+def med(xs: list[float]) -> str:
+    return f"{np.median(xs) * 1e3:6.1f}" if xs else "     -"
+
+
+def first_tokens(bench: Path) -> list[float]:
+    opener = gzip.open if bench.suffix == ".gz" else open
+    with opener(bench, "rt") as f:
+        d = json.load(f)
+    return [st + tt for st, tt in zip(d["start_times"], d["ttfts"], strict=True) if tt]
+
+
+def report(folder: Path) -> None:
+    rows = load_trace(folder)
+    st = steps(rows)
+    if not st:
+        print(f"{folder}: no steps traced")
+        return
+    ends = np.array([s["u"][1] for s in st])
+    gaps = np.diff(ends)
+    print(f"{folder.name}: {len(st)} steps traced")
+    print(f"  {'step':>10s} {'n':>5s} {'sched':>6s} {'exec x':>6s} {'wait w':>6s} {'upd u':>6s} {'out-out':>7s} "
+          f"{'before':>7s} {'x->u_prev':>9s}   (medians, ms; out-out: this step's output after the previous one's; "
+          "before: the previous step's out-out; x->u_prev: the previous step's output leaves this long after "
+          "this step's x ends)")
+    for b in ("decode", "1 prompt", "2 prompts", "3+ prompts"):
+        idx = [i for i in range(1, len(st)) if band(st[i]["ptoks"]) == b]
+        if not idx:
+            continue
+
+        def pick(k: str, idx: list[int] = idx) -> list[float]:
+            return [st[i][k][1] - st[i][k][0] for i in idx if k in st[i]]
+        lag = [st[i - 1]["u"][1] - st[i]["x"][1] for i in idx if "x" in st[i]]
+        before = [gaps[i - 2] for i in idx if i >= 2]
+        print(f"  {b:>10s} {len(idx):5d} {med(pick('s'))} {med(pick('x'))} {med(pick('w'))} {med(pick('u'))} "
+              f"{med([gaps[i - 1] for i in idx]):>7s} {med(before):>7s} {med(lag):>9s}")
+    for bench in sorted(folder.parent.glob(f"bench_{folder.name.removeprefix('trace_')}_r*.json*")):
+        firsts = np.sort(first_tokens(bench))
+        firsts = firsts[(firsts >= ends[0]) & (firsts <= ends[-1])]
+        if not len(firsts):
+            continue
+        j = np.searchsorted(ends, firsts) - 1  # the last step output before the client saw the first token
+        prompt_steps = {i for i, s in enumerate(st) if s["new"]}
+        lat = [firsts[k] - ends[j[k]] for k in range(len(firsts)) if j[k] in prompt_steps]
+        print(f"  {bench.name}: first tokens {len(firsts)}; after their step's output left the engine core "
+              f"(median) {med(lat)} ms")
+
+
+def main() -> None:
+    for arg in sys.argv[1:]:
+        report(Path(arg))
+
+
+if __name__ == "__main__":
+    main()
