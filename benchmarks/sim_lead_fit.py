@@ -40,6 +40,15 @@ prefill with the first token) and, per prompt token, what lets 4B's three-prompt
 1e-6 (no share deferred below the lead), the same leads. Picked after an exploratory scan of it on the held-out
 splits (shape P99 ITL 13.7-20.9 %, args P99 ITL 10.1-13.9 % for 12-18 us per token); chosen on the fit losses as
 above; the same rule, 1-5, fixed before the run.
+
+Third form, `--coupled` (output `sim_lead_fit_coupled.txt`). The second run was rejected too. Both grids bounded the
+decodes' wait by a lead but left the step's length to the GPU cost and the drawn 15 ms floor, while the reading of
+async scheduling they stand for (vLLM 0.26's EngineCore.step_with_batch_queue schedules and launches step N+1 before
+it processes step N's output, so step N's tokens wait for step N+1's CPU preparation) makes one CPU time per prompt
+token do both: the step lasts at least the decodes' step + u x its new prompt tokens (`prompt_cpu_tok_s`), and the
+decodes wait for that much before their tokens (`prompt_lead_tok_s`), the rest of the prompt's GPU work with the
+first token. Grid: u in {8, 10, 12, 15} us x the fixed drawn floor kept (15 ms, cv 1) or off, d 1e-6. The same
+rule, 1-5, fixed before the run.
 """
 
 from __future__ import annotations
@@ -81,8 +90,12 @@ def base(fold: str | None, shape: str | None) -> Calibration:
 
 def with_key(cal: Calibration, key: Key, seed: int = 0) -> Calibration:
     d, form, v = key
-    lead = {"prompt_lead_max_s": v * 1e-3, "prompt_lead_tok_s": 0.0} if form == "cap" else \
+    lead: dict[str, float] = {"prompt_lead_max_s": v * 1e-3, "prompt_lead_tok_s": 0.0} if form == "cap" else \
         {"prompt_lead_tok_s": v * 1e-6}
+    if form.startswith("cpu"):  # --coupled: the same CPU time per prompt token bounds the step and the lead
+        lead["prompt_cpu_tok_s"] = v * 1e-6
+        if form == "cpu-nofloor":
+            lead["prompt_cpu_step_s"] = 0.0
     return dataclasses.replace(cal, prompt_defer=d, jitter_seed=seed, **lead)  # type: ignore[arg-type]
 
 
@@ -94,10 +107,15 @@ def losses(fold: str | None, key: Key) -> dict[str, float]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--tiny-defer", action="store_true", help="the second form (docstring): d 1e-6, the same leads")
+    ap.add_argument("--coupled", action="store_true", help="the third form (docstring): one CPU time per prompt "
+                    "token for the step's floor and the decodes' lead")
     a = ap.parse_args()
     t0 = time.time()
-    defers = (1e-6,) if a.tiny_defer else DEFERS
-    keys: list[Key] = [(d, f, v) for d, (f, v) in itertools.product(defers, LEADS)]
+    defers = (1e-6,) if a.tiny_defer or a.coupled else DEFERS
+    leads = [(f, v) for f in ("cpu", "cpu-nofloor") for v in (8.0, 10.0, 12.0, 15.0)] if a.coupled else LEADS
+    keys: list[Key] = [(d, f, v) for d, (f, v) in itertools.product(defers, leads)]
+    if a.coupled:
+        keys.append((FITTED.prompt_defer, "cap", 48.6102))  # the shipped key
     shipped: Key = (FITTED.prompt_defer, "cap", 48.6102)
     table = {fold: {key: losses(fold, key) for key in keys} for fold in (None, FOLD4B)}
     print(f"{'defer':>6s} {'lead':>10s} | losses from FITTED: {FIT8:>9s} " + " ".join(f"{s:>10s}" for s in SHAPES)
