@@ -82,7 +82,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.calibrate_sim import loss
 from benchmarks.sim_fidelity import medians
-from benchmarks.sim_shape_cpu import FIT8, SHAPES, errs, loso_pick, shape_loss, shape_points, sla
+from benchmarks.sim_shape_cpu import FIT8, SHAPES, errs, loso_pick, print_draws, shape_loss, shape_points, sla
 from tuner.sim.calibration import FITTED, SHAPE_LOSO
 from tuner.sim.cost import Calibration
 from tuner.sim.reference import ALL_POINTS, split_of
@@ -228,14 +228,8 @@ def main() -> None:
     def cal_of(base: Calibration, key: Key, seed: int = 0) -> Calibration:
         return dataclasses.replace(with_key(base, key, seed), **terms.get(key, {}))  # type: ignore[arg-type]
     committed = [r for s in SHAPES for r in errs(base_for(s), shape_points(s))]
-    for seed in (0, 1, 2):
-        held = []
-        for s in SHAPES:
-            rows = errs(cal_of(base_for(s), chosen[s], seed), shape_points(s))
-            held += rows
-            if seed == 0:
-                print(f"held out {s}: key (k, heat, F ms, cv, defer[, wfloor us, A ms]) = {chosen[s]}: {medians(rows)}")
-        print(f"split=shape points={len(held)} jitter floor LOSO, jitter_seed {seed}: {medians(held)}")
+    print_draws(lambda s, seed: cal_of(base_for(s), chosen[s], seed), chosen,
+                "k, heat, F ms, cv, defer[, wfloor us, A ms]", "jitter floor LOSO")
     print(f"split=shape points={len(committed)} committed: {medians(committed)}")
     print(f"all five shapes: key {chosen['all']}; 8B loss {losses[chosen['all']][FIT8]:.5f} "
           f"(committed {loss(BASE):.5f})")

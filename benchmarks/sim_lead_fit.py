@@ -65,7 +65,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.calibrate_sim import loss
 from benchmarks.sim_fidelity import medians
-from benchmarks.sim_shape_cpu import FIT8, SHAPES, errs, shape_loss, shape_points, sla
+from benchmarks.sim_shape_cpu import FIT8, SHAPES, errs, print_draws, shape_loss, shape_points, sla
 from tuner.sim.calibration import FITTED, SHAPE_LOSO
 from tuner.sim.cost import Calibration
 from tuner.sim.reference import ALL_POINTS, split_of
@@ -137,14 +137,7 @@ def main() -> None:
         return base(s, s)  # tuner.sim.reference.shape_calibration(s)
 
     ship = [r for s in SHAPES for r in errs(shipped_cal(s), shape_points(s))]
-    for seed in (0, 1, 2):
-        held = []
-        for s in SHAPES:
-            rows = errs(fold_cal(s, seed), shape_points(s))
-            held += rows
-            if seed == 0:
-                print(f"held out {s}: key (defer, lead form, value) = {chosen[s]}: {medians(rows)}")
-        print(f"split=shape points={len(held)} lead LOSO, jitter_seed {seed}: {medians(held)}")
+    print_draws(fold_cal, chosen, "defer, lead form, value", "lead LOSO")
     print(f"split=shape points={len(ship)} shipped: {medians(ship)}")
     print(f"all five shapes: key {chosen['all']} (shipped {shipped}); 8B loss {table[None][chosen['all']][FIT8]:.5f} "
           f"(shipped {loss(FITTED):.5f})")

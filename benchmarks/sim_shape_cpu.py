@@ -33,7 +33,7 @@ import math
 import statistics
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -181,6 +181,19 @@ def shape_loss(cal: Calibration, shape: str) -> float:
 
 def errs(cal: Calibration, points: list[RefPoint]) -> list[dict[str, float]]:
     return [errors_pct(simulate(p, cal), measured(p)) for p in points]
+
+
+def print_draws(cal_for: Callable[[str, int], Calibration], chosen: Mapping[str, object], key: str, label: str) -> None:
+    """The shape split with each shape's leave-one-shape-out calibration (`cal_for(shape, jitter_seed)`) on three
+    draws of the prompt-step floor (sim_jitter_fit.py, sim_lead_fit.py); the first draw per shape too."""
+    for seed in (0, 1, 2):
+        held = []
+        for s in SHAPES:
+            rows = errs(cal_for(s, seed), shape_points(s))
+            held += rows
+            if seed == 0:
+                print(f"held out {s}: key ({key}) = {chosen[s]}: {medians(rows)}")
+        print(f"split=shape points={len(held)} {label}, jitter_seed {seed}: {medians(held)}")
 
 
 def print_splits(fits: dict[str, Calibration]) -> None:

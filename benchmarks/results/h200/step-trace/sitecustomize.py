@@ -43,7 +43,7 @@ def _timed(kind, fn, extra):
         _ensure_thread()
         try:
             REC.append([kind, t0, t1, *extra(a, out)])
-        except Exception as exc:  # never break the engine
+        except Exception as exc:  # noqa: BLE001  # a tracer must never break the engine
             REC.append([kind, t0, t1, "err", repr(exc)[:80]])
         return out
     wrapper.__wrapped__ = fn
@@ -106,7 +106,7 @@ class _Finder(importlib.abc.MetaPathFinder):
             try:
                 TARGETS[_name](module)
                 REC.append(["patched", time.monotonic(), time.monotonic(), _name])
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001  # nor its import
                 REC.append(["patch-failed", time.monotonic(), time.monotonic(), _name, repr(exc)[:200]])
         spec.loader.exec_module = exec_module
         return spec
