@@ -65,10 +65,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.calibrate_sim import loss
 from benchmarks.sim_fidelity import medians
-from benchmarks.sim_shape_cpu import FIT8, SHAPES, errs, print_draws, shape_loss, shape_points, sla
+from benchmarks.sim_shape_cpu import (
+    FIT8,
+    SHAPES,
+    errs,
+    print_draws,
+    print_splits,
+    shape_loss,
+    shape_points,
+    sla,
+)
 from tuner.sim.calibration import FITTED, SHAPE_LOSO
 from tuner.sim.cost import Calibration
-from tuner.sim.reference import ALL_POINTS, split_of
+from tuner.sim.reference import shape_calibration
 
 Key = tuple[float, str, float]  # (prompt_defer, "cap" ms | "tok" us, value; cap 0 = none)
 DEFERS = (0.0, 0.1, 0.15, 0.2, 0.312477)
@@ -114,16 +123,17 @@ def main() -> None:
     defers = (1e-6,) if a.tiny_defer or a.coupled else DEFERS
     leads = [(f, v) for f in ("cpu", "cpu-nofloor") for v in (8.0, 10.0, 12.0, 15.0)] if a.coupled else LEADS
     keys: list[Key] = [(d, f, v) for d, (f, v) in itertools.product(defers, leads)]
-    if a.coupled:
-        keys.append((FITTED.prompt_defer, "cap", 48.6102))  # the shipped key
     shipped: Key = (FITTED.prompt_defer, "cap", 48.6102)
+    if a.coupled:
+        keys.append(shipped)
     table = {fold: {key: losses(fold, key) for key in keys} for fold in (None, FOLD4B)}
     print(f"{'defer':>6s} {'lead':>10s} | losses from FITTED: {FIT8:>9s} " + " ".join(f"{s:>10s}" for s in SHAPES)
           + f" | from the 4B fold's terms: {FIT8} + 1.7B / 14B / 32B")
     for key in keys:
-        a, b = table[None][key], table[FOLD4B][key]
-        print(f"{key[0]:6.2f} {key[1]:>4s} {key[2]:5.1f} | {a[FIT8]:9.5f} " + " ".join(f"{a[s]:10.5f}" for s in SHAPES)
-              + f" | {b[FIT8]:.5f} " + " ".join(f"{b[s]:.5f}" for s in SHAPES if s != FOLD4B))
+        own, b4 = table[None][key], table[FOLD4B][key]
+        print(f"{key[0]:6.2f} {key[1]:>4s} {key[2]:5.1f} | {own[FIT8]:9.5f} "
+              + " ".join(f"{own[s]:10.5f}" for s in SHAPES)
+              + f" | {b4[FIT8]:.5f} " + " ".join(f"{b4[s]:.5f}" for s in SHAPES if s != FOLD4B))
     chosen: dict[str, Key] = {}
     for fold in (*SHAPES, "all"):
         on = (FIT8, *(s for s in SHAPES if s != fold))
@@ -133,21 +143,13 @@ def main() -> None:
     def fold_cal(s: str, seed: int = 0) -> Calibration:
         return with_key(base(s, s), chosen[s], seed)
 
-    def shipped_cal(s: str) -> Calibration:
-        return base(s, s)  # tuner.sim.reference.shape_calibration(s)
-
-    ship = [r for s in SHAPES for r in errs(shipped_cal(s), shape_points(s))]
+    ship = [r for s in SHAPES for r in errs(shape_calibration(s), shape_points(s))]
     print_draws(fold_cal, chosen, "defer, lead form, value", "lead LOSO")
     print(f"split=shape points={len(ship)} shipped: {medians(ship)}")
     print(f"all five shapes: key {chosen['all']} (shipped {shipped}); 8B loss {table[None][chosen['all']][FIT8]:.5f} "
           f"(shipped {loss(FITTED):.5f})")
-    everywhere = with_key(FITTED, chosen["all"])
-    for split in ("args", "rate", "client"):
-        pts = [p for p in ALL_POINTS if split_of(p) == split]
-        print(f"split={split} points={len(pts)} shipped: {medians(errs(FITTED, pts))}")
-        print(f"split={split} points={len(pts)} all-shape fit: {medians(errs(everywhere, pts))}")
-    print(f"sla shipped: {sla({**{s: shipped_cal(s) for s in SHAPES}, 'all': FITTED})}")
-    print(f"sla (LOSO per shape, all-shape fit elsewhere): {sla({**{s: fold_cal(s) for s in SHAPES}, 'all': everywhere})}")
+    print(f"sla shipped: {sla({**{s: shape_calibration(s) for s in SHAPES}, 'all': FITTED})}")
+    print_splits({**{s: fold_cal(s) for s in SHAPES}, "all": with_key(FITTED, chosen["all"])})
     print(f"wall_s={time.time() - t0:.0f}")
 
 

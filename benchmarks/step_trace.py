@@ -101,13 +101,13 @@ def report(folder: Path) -> None:
         before = [gaps[i - 2] for i in idx if i >= 2]
         print(f"  {b:>10s} {len(idx):5d} {med(pick('s'))} {med(pick('x'))} {med(pick('w'))} {med(pick('u'))} "
               f"{med([gaps[i - 1] for i in idx]):>7s} {med(before):>7s} {med(lag):>9s}")
+    prompt_steps = {i for i, s in enumerate(st) if s["new"]}
     for bench in sorted(folder.parent.glob(f"bench_{folder.name.removeprefix('trace_')}_r*.json*")):
         firsts = np.sort(first_tokens(bench))
         firsts = firsts[(firsts >= ends[0]) & (firsts <= ends[-1])]
         if not len(firsts):
             continue
         j = np.searchsorted(ends, firsts) - 1  # the last step output before the client saw the first token
-        prompt_steps = {i for i, s in enumerate(st) if s["new"]}
         lat = [firsts[k] - ends[j[k]] for k in range(len(firsts)) if j[k] in prompt_steps]
         print(f"  {bench.name}: first tokens {len(firsts)}; after their step's output left the engine core "
               f"(median) {med(lat)} ms")

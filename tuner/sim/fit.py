@@ -70,9 +70,10 @@ class Calibration:
     prompt_cpu_step_s: float = 0.0
     # vLLM: the coefficient of variation of a prompt step's fixed CPU time, `prompt_cpu_step_s` and `admit_step_s`
     # (0 = every prompt step the same): each is drawn per step from a gamma distribution of that mean and spread, from a
-    # generator seeded per run (the same sends give the same records). The engine core's CPU time for a new prompt is not a constant: on an
-    # idle Qwen3-1.7B a 2048-token prompt's engine time is 16-18 or 27-31 ms run to run (ttft_breakdown.py), and a
-    # deterministic floor puts every prompt step at one length, so P99 ITL jumps between one mode and the next
+    # generator seeded per run (the same sends give the same records). The engine core's CPU time for a new prompt is
+    # not a constant: on an idle Qwen3-1.7B a 2048-token prompt's engine time is 16-18 or 27-31 ms run to run
+    # (ttft_breakdown.py), and a deterministic floor puts every prompt step at one length, so P99 ITL jumps between one
+    # mode and the next
     prompt_cpu_step_cv: float = 0.0
     jitter_seed: int = 0  # which draw of those (not fitted: benchmarks check that a choice holds on other draws)
     # the API server's time for one request before the engine sees it (HTTP, tokenising, the hop to the engine
