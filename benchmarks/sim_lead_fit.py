@@ -49,6 +49,20 @@ token do both: the step lasts at least the decodes' step + u x its new prompt to
 decodes wait for that much before their tokens (`prompt_lead_tok_s`), the rest of the prompt's GPU work with the
 first token. Grid: u in {8, 10, 12, 15} us x the fixed drawn floor kept (15 ms, cv 1) or off, d 1e-6. The same
 rule, 1-5, fixed before the run.
+
+Fourth form, `--launch` (output `sim_lead_fit_launch.txt`). The third run was rejected. An engine-core step trace
+(benchmarks/results/h100/step-trace/, read by benchmarks/step_trace.py: vLLM 0.26.0, Qwen3-8B on an H100 at 6 req/s)
+measured what the three forms guessed at: the launch of a step with prompt chunks (`execute_model`) takes 34.8 ms of
+CPU, cv 0.27, the same for 2048 to 8192 prompt tokens and one to three prompts (a decode step's: 2 ms), and the step
+before's tokens leave only after it (that interval 39.8 ms, a decode step's 12.0 ms); the prompt step's own interval
+then holds the rest of its GPU work (35.6 ms). So the CPU time is per step, not per prompt token (the coupled form's
+per-token lead gave a four-prompt step four launches), and it overlaps the GPU's work. The form
+(`Calibration.prompt_lead_cpu`, tuner/sim/vllm_sched.py `_launch`): a prompt step's decodes' tokens go out after the
+longer of its launch (drawn per step: mean `prompt_cpu_step_s`, cv `prompt_cpu_step_cv`) and their own decode step
+(+ work carried in); the rest of its GPU work goes to the next step, whose end brings the prompts' first tokens;
+`prompt_defer`, the lead cap and the additive floor do not apply. Grid: mean launch in {15, 20, 25, 30, 35, 40} ms x
+cv in {0.27, 0.5, 1}, and the shipped key; chosen per fold on the fit losses as above. The same rule, 1-5, fixed
+before the run.
 """
 
 from __future__ import annotations
@@ -101,6 +115,9 @@ def with_key(cal: Calibration, key: Key, seed: int = 0) -> Calibration:
     d, form, v = key
     lead: dict[str, float] = {"prompt_lead_max_s": v * 1e-3, "prompt_lead_tok_s": 0.0} if form == "cap" else \
         {"prompt_lead_tok_s": v * 1e-6}
+    if form.startswith("launch"):  # --launch: the prompt step's launch, drawn per step, holds the decodes' tokens
+        return dataclasses.replace(cal, prompt_lead_cpu=1, prompt_cpu_step_s=v * 1e-3,
+                                   prompt_cpu_step_cv=float(form.removeprefix("launch")), jitter_seed=seed)
     if form.startswith("cpu"):  # --coupled: the same CPU time per prompt token bounds the step and the lead
         lead["prompt_cpu_tok_s"] = v * 1e-6
         if form == "cpu-nofloor":
@@ -118,13 +135,18 @@ def main() -> None:
     ap.add_argument("--tiny-defer", action="store_true", help="the second form (docstring): d 1e-6, the same leads")
     ap.add_argument("--coupled", action="store_true", help="the third form (docstring): one CPU time per prompt "
                     "token for the step's floor and the decodes' lead")
+    ap.add_argument("--launch", action="store_true", help="the fourth form (docstring): the prompt step's launch, "
+                    "drawn per step, holds the decodes' tokens")
     a = ap.parse_args()
     t0 = time.time()
     defers = (1e-6,) if a.tiny_defer or a.coupled else DEFERS
     leads = [(f, v) for f in ("cpu", "cpu-nofloor") for v in (8.0, 10.0, 12.0, 15.0)] if a.coupled else LEADS
+    if a.launch:
+        defers = (FITTED.prompt_defer,)
+        leads = [(f"launch{cv}", v) for cv in (0.27, 0.5, 1.0) for v in (15.0, 20.0, 25.0, 30.0, 35.0, 40.0)]
     keys: list[Key] = [(d, f, v) for d, (f, v) in itertools.product(defers, leads)]
     shipped: Key = (FITTED.prompt_defer, "cap", 48.6102)
-    if a.coupled:
+    if a.coupled or a.launch:
         keys.append(shipped)
     table = {fold: {key: losses(fold, key) for key in keys} for fold in (None, FOLD4B)}
     print(f"{'defer':>6s} {'lead':>10s} | losses from FITTED: {FIT8:>9s} " + " ".join(f"{s:>10s}" for s in SHAPES)

@@ -28,8 +28,9 @@ import numpy as np
 def load_trace(folder: Path) -> list[list]:
     """The engine core's records (the process that scheduled), in time order."""
     best: list[list] = []
-    for f in folder.glob("trace.*.jsonl"):
-        rows = [json.loads(line) for line in f.read_text().splitlines() if line.strip()]
+    for f in (*folder.glob("trace.*.jsonl"), *folder.glob("trace.*.jsonl.gz")):
+        with (gzip.open if f.suffix == ".gz" else open)(f, "rt") as fh:
+            rows = [json.loads(line) for line in fh if line.strip()]
         if sum(r[0] == "s" for r in rows) > sum(r[0] == "s" for r in best):
             best = rows
     return sorted((r for r in best if r[0] in "sxtwu" and len(r[0]) == 1), key=lambda r: r[1])
@@ -70,11 +71,36 @@ def med(xs: list[float]) -> str:
     return f"{np.median(xs) * 1e3:6.1f}" if xs else "     -"
 
 
-def first_tokens(bench: Path) -> list[float]:
-    opener = gzip.open if bench.suffix == ".gz" else open
-    with opener(bench, "rt") as f:
-        d = json.load(f)
+def read_bench(bench: Path) -> dict:
+    with (gzip.open if bench.suffix == ".gz" else open)(bench, "rt") as f:
+        return json.load(f)
+
+
+def first_tokens(d: dict) -> list[float]:
     return [st + tt for st, tt in zip(d["start_times"], d["ttfts"], strict=True) if tt]
+
+
+def launch_table(st: list[dict], ends: np.ndarray, sel: np.ndarray, label: str) -> None:
+    """Per kind of step in one run: its launch (x: mean, cv, p10/50/90), the wait for its output (w), the interval
+    that ends with the step before's tokens (before) and with its own (own), and how often the step before also
+    carried prompt tokens."""
+    x = np.array([(s["x"][1] - s["x"][0]) * 1e3 if "x" in s else np.nan for s in st])
+    w = np.array([(s["w"][1] - s["w"][0]) * 1e3 if "w" in s else np.nan for s in st])
+    pt = np.array([s["ptoks"] for s in st])
+    new = np.array([s["new"] for s in st])
+    kinds = (("decode", pt == 0), (">=2048 prompt tokens", pt >= 2048), ("1 new prompt", (pt >= 2048) & (new == 1)),
+             ("2 new prompts", (pt >= 2048) & (new == 2)), ("3+ new prompts", (pt >= 2048) & (new >= 3)))
+    for name, m in kinds:
+        idx = np.where(sel & m)[0]
+        idx = idx[idx > 1]
+        if len(idx) < 3:
+            continue
+        xs = x[idx]
+        own = (ends[idx] - ends[idx - 1]) * 1e3
+        before = (ends[idx - 1] - ends[idx - 2]) * 1e3
+        print(f"  {label:>6s} {name:>20s} {len(idx):5d} {np.nanmean(xs):6.1f} {np.nanstd(xs) / np.nanmean(xs):5.2f} "
+              f"{np.nanpercentile(xs, 10):6.1f} {np.nanmedian(xs):6.1f} {np.nanpercentile(xs, 90):6.1f} "
+              f"{np.nanmedian(w[idx]):6.1f} {np.median(before):7.1f} {np.median(own):7.1f} {np.mean(pt[idx - 1] > 0):6.2f}")
 
 
 def report(folder: Path) -> None:
@@ -102,8 +128,17 @@ def report(folder: Path) -> None:
         print(f"  {b:>10s} {len(idx):5d} {med(pick('s'))} {med(pick('x'))} {med(pick('w'))} {med(pick('u'))} "
               f"{med([gaps[i - 1] for i in idx]):>7s} {med(before):>7s} {med(lag):>9s}")
     prompt_steps = {i for i, s in enumerate(st) if s["new"]}
-    for bench in sorted(folder.parent.glob(f"bench_{folder.name.removeprefix('trace_')}_r*.json*")):
-        firsts = np.sort(first_tokens(bench))
+    benches = sorted(folder.parent.glob(f"bench_{folder.name.removeprefix('trace_')}_r*.json*"))
+    starts = np.array([s["s"][0] for s in st])
+    print(f"  {'run':>6s} {'step':>20s} {'n':>5s} {'x mean':>6s} {'cv':>5s} {'x p10':>6s} {'p50':>6s} {'p90':>6s} "
+          f"{'w p50':>6s} {'before':>7s} {'own':>7s} {'prev prompt':>6s}   (ms; one run = its bench's sends "
+          "to 15 s after the last)")
+    for bench in benches:
+        d = read_bench(bench)
+        t_lo, t_hi = min(d["start_times"]), max(d["start_times"]) + 15.0
+        launch_table(st, ends, (starts >= t_lo) & (starts <= t_hi), f"{d['request_rate']:g}/s")
+    for bench in benches:
+        firsts = np.sort(first_tokens(read_bench(bench)))
         firsts = firsts[(firsts >= ends[0]) & (firsts <= ends[-1])]
         if not len(firsts):
             continue

@@ -229,3 +229,31 @@ def test_stream_chunk_batches_steps_so_the_server_catches_up() -> None:
     shift = [y - x for x, y in zip(base[0].token_times, idle[0].token_times, strict=True)]
     assert min(shift) > 0.0 and max(shift) <= 20e-6 + 180e-6 + 1e-9
     assert len(set(idle[0].token_times)) == len(idle[0].token_times)
+
+
+def test_prompt_lead_cpu_holds_the_decodes_for_the_launch_and_carries_the_rest() -> None:
+    """`prompt_lead_cpu`: a prompt step's decodes' tokens go out after its launch (`prompt_cpu_step_s`) or their own
+    decode step, whichever is longer; the rest of its GPU work goes to the next step, whose end brings the first token.
+    On 1.7B (prefill shorter than the launch) the decode waits the launch once and nothing is carried; on 32B (prefill
+    longer) it waits the launch, then the rest: the two intervals add up to the step without the term plus one decode
+    step. `prompt_defer` no longer applies to prompt steps."""
+    launch = 0.03
+    kw = {**PLAIN, "prompt_lead_cpu": 1, "prompt_cpu_step_s": launch}
+    for shape in ("qwen3-1.7b", "qwen3-32b"):
+        plain = _run(shape, PROMPT, **PLAIN)
+        held = _run(shape, PROMPT, **kw)
+        g0, g1 = _gaps(plain[0]), _gaps(held[0])
+        decode = sorted(g0)[len(g0) // 2]
+        prefill = max(g0)  # the plain run's prompt step (its decode's token waits for all of it)
+        # the held run's: the first long interval after the prompt arrived (the decode's own prompt step, at 0 s, was
+        # held too, so the indices differ)
+        t = held[0].token_times
+        i = min(k for k in range(len(g1)) if t[k] > PROMPT[1].arrival_s and g1[k] > 1.2 * decode)
+        assert abs(g1[i] - max(launch, decode)) < 2e-4, (shape, g1[i])
+        if prefill > launch:  # the rest of the GPU work comes with the next step
+            assert abs(g1[i + 1] - (prefill - launch + decode)) < 5e-4, (shape, g1[i + 1], prefill)
+        else:  # the launch covers the prefill: nothing carried
+            assert abs(g1[i + 1] - decode) < 2e-4, (shape, g1[i + 1])
+        assert held[1].token_times[0] == held[0].token_times[i + 2]  # the first token with the next step's tokens
+        assert _run(shape, PROMPT, **{**kw, "prompt_defer": 0.3}) == held
+    assert _run("qwen3-1.7b", PROMPT, **PLAIN, prompt_lead_cpu=0) == _run("qwen3-1.7b", PROMPT, **PLAIN)

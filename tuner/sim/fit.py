@@ -75,6 +75,14 @@ class Calibration:
     # (ttft_breakdown.py), and a deterministic floor puts every prompt step at one length, so P99 ITL jumps between one
     # mode and the next
     prompt_cpu_step_cv: float = 0.0
+    # vLLM (1 = on, 0 = off): the engine core's launch of a prompt step holds the decodes' tokens. vLLM 0.26 schedules
+    # and launches step N+1 before it hands out step N's tokens (async scheduling), and launching a step with prompt
+    # chunks costs ~35 ms of CPU whatever its prompt tokens (an engine-core step trace on an H100, Qwen3-8B at 6 req/s:
+    # 34.8 ms mean, cv 0.27, for 2048-8192 prompt tokens; 2 ms for a decode step; benchmarks/step_trace.py). Modelled
+    # per prompt step: its decodes' tokens go out after max(that CPU time, drawn per step from prompt_cpu_step_s /
+    # prompt_cpu_step_cv; their decode step + the work carried from the step before), the rest of its GPU work goes to
+    # the next step, and its prompts' first tokens with the next step's. In place of prompt_defer and the floor
+    prompt_lead_cpu: int = 0
     jitter_seed: int = 0  # which draw of those (not fitted: benchmarks check that a choice holds on other draws)
     # the API server's time for one request before the engine sees it (HTTP, tokenising, the hop to the engine
     # core): fixed + per prompt token (0 = off), served one request at a time in send order. Measured on the H200,

@@ -46,6 +46,7 @@ class VLLMScheduler(Core):
         self.cpu_step = 0.0  # Calibration.prompt_cpu_step_s (0 = off)
         self.cpu_floor = False  # either is on
         self.cpu_cv = 0.0  # Calibration.prompt_cpu_step_cv (0 = off; set by the engine)
+        self.launch = False  # Calibration.prompt_lead_cpu (set by the engine): the prompt step's launch holds the decodes
         # draws the prompt steps' CPU time when cpu_cv is on; seeded per run (Calibration.jitter_seed, set by the
         # engine): the same sends give the same records, and configs compared in one study see the same draws
         self.rng = random.Random(0)
@@ -74,6 +75,22 @@ class VLLMScheduler(Core):
         base = self.cost.step(n, n, ctx, ctx, n <= self.graph_max, **(spec or {})) if n else 0.0
         floor = base + self._drawn(self.cpu_step) + ptoks * self.cpu_tok
         return floor if floor > dur else dur
+
+    def _launch(self, dur: float, n: int, ctx: float, spec: dict[str, Any] | None = None) -> float:
+        """With `prompt_lead_cpu`: how long after its start a prompt step of GPU time `dur` hands out its decodes'
+        tokens, and what it carries to the next step. The engine core launches it (CPU, drawn per step) while the GPU
+        finishes the step before, and hands out the step before's tokens only then; here that wait is charged to this
+        step: its decodes' tokens go out after the longer of the launch and their own decode step (+ the work carried
+        in), and the rest of its GPU work goes to the next step, whose end brings the prompts' first tokens."""
+        base = self.cost.step(n, n, ctx, ctx, n <= self.graph_max, **(spec or {})) if n else 0.0
+        carry = self.carry
+        lead = base + carry
+        cpu = self._drawn(self.cpu_step)
+        if cpu > lead:
+            lead = cpu
+        gpu = dur + carry
+        self.carry = gpu - lead if gpu > lead else 0.0
+        return lead
 
     def _drawn(self, mean: float) -> float:
         """A prompt step's fixed CPU time: `mean`, or with `cpu_cv` a gamma draw of that mean and spread."""
@@ -250,11 +267,14 @@ class VLLMScheduler(Core):
         cost_step = self.cost.step
         if not self.spec_on and not self.heat_k:
             dur = cost_step(tokens, logits, pairs, kv, tokens <= graph_max)
-            if self.cpu_floor and chunks:
-                dur = self._cpu_floor(dur, n, ctx, tokens - n)
-            if admitted and self.admit_on:
-                dur += self._admit_late(admitted)
-            if self.defer:
+            if self.launch and chunks:
+                dur = self._launch(dur, n, ctx)
+            else:
+                if self.cpu_floor and chunks:
+                    dur = self._cpu_floor(dur, n, ctx, tokens - n)
+                if admitted and self.admit_on:
+                    dur += self._admit_late(admitted)
+            if self.defer and not (self.launch and chunks) or self.carry and not chunks:
                 extra = 0.0
                 if chunks and n:
                     extra = dur - cost_step(n, n, ctx, ctx, n <= graph_max)
@@ -269,11 +289,14 @@ class VLLMScheduler(Core):
                 self._heat_add(dur, self.cost.flop_time(tokens, logits, pairs) * m_clk / dur)
             else:
                 dur = cost_step(tokens, logits, pairs, kv, tokens <= graph_max, **spec)
-            if self.cpu_floor and chunks:
-                dur = self._cpu_floor(dur, n, ctx, tokens - n, spec)
-            if admitted and self.admit_on:
-                dur += self._admit_late(admitted)
-            if self.defer:
+            if self.launch and chunks:
+                dur = self._launch(dur, n, ctx, spec)
+            else:
+                if self.cpu_floor and chunks:
+                    dur = self._cpu_floor(dur, n, ctx, tokens - n, spec)
+                if admitted and self.admit_on:
+                    dur += self._admit_late(admitted)
+            if self.defer and not (self.launch and chunks) or self.carry and not chunks:
                 extra = 0.0
                 if chunks and n:
                     base = cost_step(n, n, ctx, ctx, n <= graph_max, **spec)
@@ -297,7 +320,7 @@ class VLLMScheduler(Core):
         if self.lagged:
             self._sample_lagged(t_out)
         if chunks:
-            lag = self.defer > 0.0 and n > 0
+            lag = self.defer > 0.0 and n > 0 or self.launch
             for s, c in chunks:
                 s.L += c
                 self.prompt_tokens += c
@@ -337,12 +360,16 @@ class VLLMScheduler(Core):
         tokens = n + c
         cost_step = self.cost.step
         dur = cost_step(tokens, n + 1, ctx + c * (L + (c + 1) * 0.5), ctx + (L + c), tokens <= graph_max)
-        if self.cpu_floor:
-            dur = self._cpu_floor(dur, n, ctx, c)
-        if self.admit_on:
-            dur += self._admit_late(1)
         defer = self.defer
-        if defer:
+        if self.launch:
+            dur = self._launch(dur, n, ctx)
+            defer = 1.0  # (the first token lags: below)
+        else:
+            if self.cpu_floor:
+                dur = self._cpu_floor(dur, n, ctx, c)
+            if self.admit_on:
+                dur += self._admit_late(1)
+        if defer and not self.launch:
             extra = dur - cost_step(n, n, ctx, ctx, n <= graph_max)
             extra = extra if extra > 0.0 else 0.0
             extra = (extra * defer if extra <= self.lead_max and not self.lead_tok and self.defer_max == math.inf
@@ -377,7 +404,7 @@ class VLLMScheduler(Core):
         self.free -= need
         ctx = float(self.sum_l + n)
         dur = self.cost.step(n, n, ctx, ctx, n <= self.graph_max)
-        if self.defer:  # no prompt in this step: the deferred work is added, nothing is deferred
+        if self.carry:  # no prompt in this step: the deferred work is added, nothing is deferred
             dur += self.carry
             self.carry = 0.0
         now = self.now
