@@ -81,7 +81,8 @@ class Calibration:
     # 34.8 ms mean, cv 0.27, for 2048-8192 prompt tokens; 2 ms for a decode step; benchmarks/step_trace.py). Modelled
     # per prompt step: its decodes' tokens go out after max(that CPU time, drawn per step from prompt_cpu_step_s /
     # prompt_cpu_step_cv; their decode step + the work carried from the step before), the rest of its GPU work goes to
-    # the next step, and its prompts' first tokens with the next step's. In place of prompt_defer and the floor
+    # the next step, and its prompts' first tokens with the next step's. In place of prompt_defer, the floor and the
+    # admission terms
     prompt_lead_cpu: int = 0
     jitter_seed: int = 0  # which draw of those (not fitted: benchmarks check that a choice holds on other draws)
     # the API server's time for one request before the engine sees it (HTTP, tokenising, the hop to the engine
