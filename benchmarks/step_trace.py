@@ -80,14 +80,25 @@ def first_tokens(d: dict) -> list[float]:
     return [st + tt for st, tt in zip(d["start_times"], d["ttfts"], strict=True) if tt]
 
 
-def launch_table(st: list[dict], ends: np.ndarray, sel: np.ndarray, label: str) -> None:
-    """Per kind of step in one run: its launch (x: mean, cv, p10/50/90), the wait for its output (w), the interval
-    that ends with the step before's tokens (before) and with its own (own), and how often the step before also
-    carried prompt tokens."""
+def launch_table(st: list[dict], ends: np.ndarray, runs: list[tuple[Path, dict]]) -> None:
+    """Per run (a bench's sends to 15 s after the last) and kind of step: its launch (x: mean, cv, p10/50/90), the
+    wait for its output (w), the interval that ends with the step before's tokens (before) and with its own (own), and
+    how often the step before also carried prompt tokens."""
     x = np.array([(s["x"][1] - s["x"][0]) * 1e3 if "x" in s else np.nan for s in st])
     w = np.array([(s["w"][1] - s["w"][0]) * 1e3 if "w" in s else np.nan for s in st])
     pt = np.array([s["ptoks"] for s in st])
     new = np.array([s["new"] for s in st])
+    starts = np.array([s["s"][0] for s in st])
+    print(f"  {'run':>6s} {'step':>20s} {'n':>5s} {'x mean':>6s} {'cv':>5s} {'x p10':>6s} {'p50':>6s} {'p90':>6s} "
+          f"{'w p50':>6s} {'before':>7s} {'own':>7s} {'prev prompt':>6s}   (ms; one run = its bench's sends "
+          "to 15 s after the last)")
+    for _, d in runs:
+        t_lo, t_hi = min(d["start_times"]), max(d["start_times"]) + 15.0
+        launch_rows(x, w, pt, new, ends, (starts >= t_lo) & (starts <= t_hi), f"{d['request_rate']:g}/s")
+
+
+def launch_rows(x: np.ndarray, w: np.ndarray, pt: np.ndarray, new: np.ndarray, ends: np.ndarray, sel: np.ndarray,
+                label: str) -> None:
     kinds = (("decode", pt == 0), (">=2048 prompt tokens", pt >= 2048), ("1 new prompt", (pt >= 2048) & (new == 1)),
              ("2 new prompts", (pt >= 2048) & (new == 2)), ("3+ new prompts", (pt >= 2048) & (new >= 3)))
     for name, m in kinds:
@@ -128,17 +139,10 @@ def report(folder: Path) -> None:
         print(f"  {b:>10s} {len(idx):5d} {med(pick('s'))} {med(pick('x'))} {med(pick('w'))} {med(pick('u'))} "
               f"{med([gaps[i - 1] for i in idx]):>7s} {med(before):>7s} {med(lag):>9s}")
     prompt_steps = {i for i, s in enumerate(st) if s["new"]}
-    benches = sorted(folder.parent.glob(f"bench_{folder.name.removeprefix('trace_')}_r*.json*"))
-    starts = np.array([s["s"][0] for s in st])
-    print(f"  {'run':>6s} {'step':>20s} {'n':>5s} {'x mean':>6s} {'cv':>5s} {'x p10':>6s} {'p50':>6s} {'p90':>6s} "
-          f"{'w p50':>6s} {'before':>7s} {'own':>7s} {'prev prompt':>6s}   (ms; one run = its bench's sends "
-          "to 15 s after the last)")
-    for bench in benches:
-        d = read_bench(bench)
-        t_lo, t_hi = min(d["start_times"]), max(d["start_times"]) + 15.0
-        launch_table(st, ends, (starts >= t_lo) & (starts <= t_hi), f"{d['request_rate']:g}/s")
-    for bench in benches:
-        firsts = np.sort(first_tokens(read_bench(bench)))
+    runs = [(b, read_bench(b)) for b in sorted(folder.parent.glob(f"bench_{folder.name.removeprefix('trace_')}_r*.json*"))]
+    launch_table(st, ends, runs)
+    for bench, d in runs:
+        firsts = np.sort(first_tokens(d))
         firsts = firsts[(firsts >= ends[0]) & (firsts <= ends[-1])]
         if not len(firsts):
             continue

@@ -363,7 +363,6 @@ class VLLMScheduler(Core):
         defer = self.defer
         if self.launch:
             dur = self._launch(dur, n, ctx)
-            defer = 1.0  # (the first token lags: below)
         else:
             if self.cpu_floor:
                 dur = self._cpu_floor(dur, n, ctx, c)
@@ -393,7 +392,7 @@ class VLLMScheduler(Core):
             self._sample_lagged(t_out)
         s.L += c
         self.prompt_tokens += c
-        if defer > 0.0:
+        if defer > 0.0 or self.launch:  # the first token lags to the next step's end
             self.lagged.append(s)
         else:
             self._sampled(s, t_out)
