@@ -5,9 +5,9 @@ Serve app (any of our builders), plus this router as a third app on the public r
 the two apps through the Serve HTTP proxy of its node, so it works the same for every engine.
 
 - Health: every `health_period_s` it asks each side for ``/v1/models``; `failures_to_trip`
-  failures in a row (probes or requests) take that side out for `retry_after_s`. A good probe
-  does not bring a side back early: a server can list its models while every completion fails,
-  so a tripped side is tried again only once `retry_after_s` has passed.
+  failed requests in a row, or as many failed probes in a row, take that side out for
+  `retry_after_s`. A good probe clears only failed probes: a server can list its models while
+  every completion fails, so it neither resets failed requests nor brings a tripped side back.
 - Requests go to the primary while it is in; an answer of 5xx or no answer at all (before any byte
   reached the client) is retried once on the other side and counts as a failure.
 - Every answer says who served it in the header ``x-servetune-backend``.
@@ -51,28 +51,41 @@ class FailoverArgs(BaseModel):
 
 
 class SideState:
-    """Consecutive failures and the time a tripped side may be tried again."""
+    """Consecutive failures, counted apart for requests and probes, and the time a tripped side
+    may be tried again.
+
+    Two counts, because a good probe says nothing about completions: a server can list its models
+    while every completion fails, and a probe landing between sparse failed requests must not
+    reset their count (it did, and the side then never tripped)."""
 
     def __init__(self) -> None:
-        self.failures = 0
+        self.request_failures = 0
+        self.probe_failures = 0
         self.out_until = 0.0
+
+    @property
+    def failures(self) -> int:
+        return max(self.request_failures, self.probe_failures)
 
     @property
     def healthy(self) -> bool:
         return time.monotonic() >= self.out_until
 
-    def failed(self, trip: int, retry_after_s: float) -> None:
-        self.failures += 1
+    def failed(self, trip: int, retry_after_s: float, *, probe: bool = False) -> None:
+        if probe:
+            self.probe_failures += 1
+        else:
+            self.request_failures += 1
         if self.failures >= trip:
             self.out_until = time.monotonic() + retry_after_s
 
     def ok(self) -> None:
-        self.failures, self.out_until = 0, 0.0
+        """A good answer: the side serves, so every count and any trip are cleared."""
+        self.request_failures, self.probe_failures, self.out_until = 0, 0, 0.0
 
     def probe_ok(self) -> None:
-        """A good health probe clears the failure count of a side in service, not a trip."""
-        if self.healthy:
-            self.failures = 0
+        """A good probe clears only the probe count; neither request failures nor a trip."""
+        self.probe_failures = 0
 
 
 @serve.deployment(name="Failover", max_ongoing_requests=1000)
@@ -114,8 +127,8 @@ class FailoverRouter:
             return await relay(upstream, {"x-servetune-backend": side})
         return error_response(502, "no backend")  # not reached: the loop returns on its last side
 
-    def _failed(self, side: str) -> None:
-        self.state[side].failed(self.args.failures_to_trip, self.args.retry_after_s)
+    def _failed(self, side: str, *, probe: bool = False) -> None:
+        self.state[side].failed(self.args.failures_to_trip, self.args.retry_after_s, probe=probe)
 
     async def _health_loop(self) -> None:
         while True:
@@ -124,12 +137,14 @@ class FailoverRouter:
                 if status == 200:
                     self.state[side].probe_ok()
                 else:
-                    self._failed(side)
+                    self._failed(side, probe=True)
             await asyncio.sleep(self.args.health_period_s)
 
     def describe(self) -> dict[str, Any]:
         return {s: {"route": getattr(self.args, s), "healthy": self.state[s].healthy,
-                    "failures": self.state[s].failures} for s in SIDES}
+                    "failures": self.state[s].failures,
+                    "request_failures": self.state[s].request_failures,
+                    "probe_failures": self.state[s].probe_failures} for s in SIDES}
 
 
 def build_app(args: dict[str, Any]) -> Application:

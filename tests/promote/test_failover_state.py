@@ -18,14 +18,33 @@ def test_a_good_probe_does_not_bring_a_tripped_side_back_early() -> None:
     assert not side.healthy and side.failures == 3
 
 
-def test_a_side_in_service_forgets_failures_on_a_good_probe_or_answer() -> None:
+def test_good_probes_between_sparse_failed_requests_do_not_reset_their_count() -> None:
+    """The CI flake: requests failed one at a time with a good probe in between each, and the
+    side never tripped because each probe set the count back to zero."""
     side = SideState()
+    for _ in range(3):
+        assert side.healthy
+        side.failed(trip=3, retry_after_s=30.0)
+        side.probe_ok()
+    assert not side.healthy and side.request_failures == 3
+
+
+def test_failed_probes_trip_a_side_and_a_good_probe_clears_only_them() -> None:
+    side = SideState()
+    side.failed(trip=3, retry_after_s=30.0, probe=True)
     side.failed(trip=3, retry_after_s=30.0)
     side.probe_ok()
-    assert side.healthy and side.failures == 0
+    assert side.healthy and side.probe_failures == 0 and side.request_failures == 1
+    for _ in range(3):
+        side.failed(trip=3, retry_after_s=30.0, probe=True)
+    assert not side.healthy and side.failures == 3
+
+
+def test_a_good_answer_clears_everything_and_a_trip_expires() -> None:
+    side = SideState()
     for _ in range(3):
         side.failed(trip=3, retry_after_s=0.01)
     time.sleep(0.02)
     assert side.healthy  # retry_after_s passed: tried again
     side.ok()
-    assert side.failures == 0
+    assert side.failures == 0 and side.healthy
