@@ -63,6 +63,16 @@ longer of its launch (drawn per step: mean `prompt_cpu_step_s`, cv `prompt_cpu_s
 `prompt_defer`, the lead cap and the additive floor do not apply. Grid: mean launch in {15, 20, 25, 30, 35, 40} ms x
 cv in {0.27, 0.5, 1}, and the shipped key; chosen per fold on the fit losses as above. The same rule, 1-5, fixed
 before the run.
+
+Fifth form, `--launch-layers` (output `sim_lead_fit_launch_layers.txt`). The fourth run was rejected (rules 2 and 5:
+the 1.7B fold's P50 TPOT 16 %), while its per-shape losses each wanted another launch, growing with the layers
+(the best mean per shape: 1.7B, 28 layers, 25 ms; 8B 30; 14B, 40 layers, 35; 32B, 64 layers, 40). The second
+step trace says why: a step with more prompt tokens than the largest CUDA graph runs eagerly, so its launch issues
+every layer's kernels from Python; 34.8 ms on Qwen3-8B (36 layers) and 30.2 ms on Qwen3-1.7B (28 layers) give
+~14.1 ms + ~0.575 ms per layer on the H100's host. The form keeps that split, measured, and fits only its scale:
+`prompt_cpu_step_s` = v x 14.1 / 34.8 and `prompt_cpu_layer_s` = v x 0.575 / 34.8, so v is the launch of a 36-layer
+model (1.7B gets 0.87 v, 14B 1.07 v, 32B 1.46 v). Grid: v in {20, 25, 30, 35, 40, 45} ms x cv in {0.27, 0.5, 1},
+and the shipped key; chosen per fold on the fit losses as above. The same rule, 1-5, fixed before the run.
 """
 
 from __future__ import annotations
@@ -98,6 +108,10 @@ DEFERS = (0.0, 0.1, 0.15, 0.2, 0.312477)
 LEADS = (*(("cap", v) for v in (40.0, 48.6102, 55.9017, 60.0, 80.0, 120.0, 0.0)),
          *(("tok", v) for v in (8.0, 10.0, 12.0, 15.0, 20.0, 27.0)))
 WEIGHTS = ("e_w", "w_floor_layer_s")
+# the step traces' launch of a prompt step (benchmarks/results/h100/step-trace/): 8B (36 layers) 34.8 ms, 1.7B (28)
+# 30.2 ms -> 0.575 ms per layer + 14.1 ms
+TRACE_8B_MS, TRACE_LAYER_MS = 34.8, (34.8 - 30.2) / (36 - 28)
+TRACE_FIXED_MS = TRACE_8B_MS - 36 * TRACE_LAYER_MS
 FOLD4B = "qwen3-4b"  # the one fold with its own step terms (tuner/sim/calibration.py SHAPE_LOSO)
 
 
@@ -118,6 +132,10 @@ def with_key(cal: Calibration, key: Key, seed: int = 0) -> Calibration:
     if form.startswith("launch"):  # --launch: the prompt step's launch, drawn per step, holds the decodes' tokens
         return dataclasses.replace(cal, prompt_lead_cpu=1, prompt_cpu_step_s=v * 1e-3,
                                    prompt_cpu_step_cv=float(form.removeprefix("launch")), jitter_seed=seed)
+    if form.startswith("layers"):  # --launch-layers: that launch, v for 36 layers, split as the two traces give it
+        return dataclasses.replace(cal, prompt_lead_cpu=1, prompt_cpu_step_s=v * 1e-3 * TRACE_FIXED_MS / TRACE_8B_MS,
+                                   prompt_cpu_layer_s=v * 1e-3 * TRACE_LAYER_MS / TRACE_8B_MS,
+                                   prompt_cpu_step_cv=float(form.removeprefix("layers")), jitter_seed=seed)
     if form.startswith("cpu"):  # --coupled: the same CPU time per prompt token bounds the step and the lead
         lead["prompt_cpu_tok_s"] = v * 1e-6
         if form == "cpu-nofloor":
@@ -137,6 +155,8 @@ def main() -> None:
                     "token for the step's floor and the decodes' lead")
     ap.add_argument("--launch", action="store_true", help="the fourth form (docstring): the prompt step's launch, "
                     "drawn per step, holds the decodes' tokens")
+    ap.add_argument("--launch-layers", action="store_true", help="the fifth form (docstring): that launch, "
+                    "growing with the model's layers as the two step traces give it")
     a = ap.parse_args()
     t0 = time.time()
     defers = (1e-6,) if a.tiny_defer or a.coupled else DEFERS
@@ -144,9 +164,12 @@ def main() -> None:
     if a.launch:
         defers = (FITTED.prompt_defer,)
         leads = [(f"launch{cv}", v) for cv in (0.27, 0.5, 1.0) for v in (15.0, 20.0, 25.0, 30.0, 35.0, 40.0)]
+    if a.launch_layers:
+        defers = (FITTED.prompt_defer,)
+        leads = [(f"layers{cv}", v) for cv in (0.27, 0.5, 1.0) for v in (20.0, 25.0, 30.0, 35.0, 40.0, 45.0)]
     keys: list[Key] = [(d, f, v) for d, (f, v) in itertools.product(defers, leads)]
     shipped: Key = (FITTED.prompt_defer, "cap", 48.6102)
-    if a.coupled or a.launch:
+    if a.coupled or a.launch or a.launch_layers:
         keys.append(shipped)
     table = {fold: {key: losses(fold, key) for key in keys} for fold in (None, FOLD4B)}
     print(f"{'defer':>6s} {'lead':>10s} | losses from FITTED: {FIT8:>9s} " + " ".join(f"{s:>10s}" for s in SHAPES)

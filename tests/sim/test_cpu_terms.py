@@ -257,3 +257,23 @@ def test_prompt_lead_cpu_holds_the_decodes_for_the_launch_and_carries_the_rest()
         assert held[1].token_times[0] == held[0].token_times[i + 2]  # the first token with the next step's tokens
         assert _run(shape, PROMPT, **{**kw, "prompt_defer": 0.3}) == held
     assert _run("qwen3-1.7b", PROMPT, **PLAIN, prompt_lead_cpu=0) == _run("qwen3-1.7b", PROMPT, **PLAIN)
+
+
+def test_prompt_cpu_layer_s_scales_the_launch_with_the_models_layers() -> None:
+    """`prompt_cpu_layer_s`: the launch's mean is prompt_cpu_step_s + layers x this, so a 28-layer 1.7B and a 64-layer
+    32B get the launch of that many layers, and the same total as a flat `prompt_cpu_step_s` gives the same records."""
+    from tuner.sim.catalog import get_shape
+
+    step, per_layer = 0.014, 0.0006
+    for shape in ("qwen3-1.7b", "qwen3-32b"):
+        layers = get_shape(shape).layers
+        split = _run(shape, PROMPT, **PLAIN, prompt_lead_cpu=1, prompt_cpu_step_s=step, prompt_cpu_layer_s=per_layer)
+        flat = _run(shape, PROMPT, **PLAIN, prompt_lead_cpu=1, prompt_cpu_step_s=step + layers * per_layer)
+        assert split == flat, shape
+        g = _gaps(split[0])
+        t = split[0].token_times
+        i = min(k for k in range(len(g)) if t[k] > PROMPT[1].arrival_s and g[k] > 2 * sorted(g)[len(g) // 2])
+        assert abs(g[i] - (step + layers * per_layer)) < 2e-4, (shape, g[i])
+    assert _run("qwen3-8b", PROMPT, **PLAIN, prompt_lead_cpu=1, prompt_cpu_step_s=step,
+                prompt_cpu_layer_s=per_layer) != _run("qwen3-8b", PROMPT, **PLAIN, prompt_lead_cpu=1,
+                                                      prompt_cpu_step_s=step)

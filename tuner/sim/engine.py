@@ -124,7 +124,7 @@ class SimulatedEngine:
             sched.lead_tok = self.cal.prompt_lead_tok_s
             sched.defer_max = self.cal.prompt_defer_max_s or math.inf
             sched.cpu_tok = self.cal.prompt_cpu_tok_s
-            sched.cpu_step = self.cal.prompt_cpu_step_s
+            sched.cpu_step = self.cal.prompt_cpu_step_s + self.cal.prompt_cpu_layer_s * self.shape.layers
             sched.cpu_floor = bool(sched.cpu_tok or sched.cpu_step)
             sched.cpu_cv = self.cal.prompt_cpu_step_cv
             sched.launch = bool(self.cal.prompt_lead_cpu)

@@ -84,6 +84,11 @@ class Calibration:
     # the next step, and its prompts' first tokens with the next step's. In place of prompt_defer, the floor and the
     # admission terms
     prompt_lead_cpu: int = 0
+    # vLLM: a part of that per-step CPU time that grows with the model's layers (s per layer, 0 = off): the mean is
+    # prompt_cpu_step_s + layers x this. A step with more prompt tokens than the largest CUDA graph runs eagerly, so
+    # its launch issues every layer's kernels from Python: the step traces give 34.8 ms on Qwen3-8B (36 layers) and
+    # 30.2 ms on Qwen3-1.7B (28), i.e. ~14 ms + ~0.58 ms per layer on that host (benchmarks/step_trace.py)
+    prompt_cpu_layer_s: float = 0.0
     jitter_seed: int = 0  # which draw of those (not fitted: benchmarks check that a choice holds on other draws)
     # the API server's time for one request before the engine sees it (HTTP, tokenising, the hop to the engine
     # core): fixed + per prompt token (0 = off), served one request at a time in send order. Measured on the H200,
