@@ -277,3 +277,20 @@ def test_prompt_cpu_layer_s_scales_the_launch_with_the_models_layers() -> None:
     assert _run("qwen3-8b", PROMPT, **PLAIN, prompt_lead_cpu=1, prompt_cpu_step_s=step,
                 prompt_cpu_layer_s=per_layer) != _run("qwen3-8b", PROMPT, **PLAIN, prompt_lead_cpu=1,
                                                       prompt_cpu_step_s=step)
+
+
+def test_prompt_launch_serial_makes_the_gpu_wait_for_the_launch() -> None:
+    """`prompt_launch_serial` 1: the GPU starts the prompt step only after its launch, so the decodes' token after the
+    launch is followed by the whole prompt step (not what is left of it after the launch) plus a decode step; 0 is
+    the overlapping launch of `prompt_lead_cpu` alone."""
+    launch = 0.03
+    kw = {**PLAIN, "prompt_lead_cpu": 1, "prompt_cpu_step_s": launch}
+    plain = _run("qwen3-32b", PROMPT, **PLAIN)
+    g0 = _gaps(plain[0])
+    decode, prefill = sorted(g0)[len(g0) // 2], max(g0)
+    held = _run("qwen3-32b", PROMPT, **kw, prompt_launch_serial=1.0)
+    g1, t = _gaps(held[0]), held[0].token_times
+    i = min(k for k in range(len(g1)) if t[k] > PROMPT[1].arrival_s and g1[k] > 1.2 * decode)
+    assert abs(g1[i] - launch) < 2e-4, g1[i]
+    assert abs(g1[i + 1] - (prefill + decode)) < 5e-4, (g1[i + 1], prefill, decode)
+    assert _run("qwen3-32b", PROMPT, **kw, prompt_launch_serial=0.0) == _run("qwen3-32b", PROMPT, **kw)

@@ -128,6 +128,7 @@ class SimulatedEngine:
             sched.cpu_floor = bool(sched.cpu_tok or sched.cpu_step)
             sched.cpu_cv = self.cal.prompt_cpu_step_cv
             sched.launch = bool(self.cal.prompt_lead_cpu)
+            sched.serial = self.cal.prompt_launch_serial
             if sched.cpu_cv:  # (the floor's and the admission's fixed CPU time per prompt step)
                 sched.rng = random.Random(self.cal.jitter_seed)
             sched.admit_cpu, sched.admit_step = self.cal.admit_cpu_s, self.cal.admit_step_s

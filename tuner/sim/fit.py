@@ -89,6 +89,10 @@ class Calibration:
     # its launch issues every layer's kernels from Python: the step traces give 34.8 ms on Qwen3-8B (36 layers) and
     # 30.2 ms on Qwen3-1.7B (28), i.e. ~14 ms + ~0.58 ms per layer on that host (benchmarks/step_trace.py)
     prompt_cpu_layer_s: float = 0.0
+    # vLLM, with prompt_lead_cpu: the share of that launch that passes before the GPU can start the step's work (0 =
+    # the GPU runs each kernel as it is launched, so the launch and the GPU work overlap; 1 = the GPU waits for the
+    # whole launch). The step before's GPU work, carried in, overlaps the launch either way
+    prompt_launch_serial: float = 0.0
     jitter_seed: int = 0  # which draw of those (not fitted: benchmarks check that a choice holds on other draws)
     # the API server's time for one request before the engine sees it (HTTP, tokenising, the hop to the engine
     # core): fixed + per prompt token (0 = off), served one request at a time in send order. Measured on the H200,

@@ -47,6 +47,7 @@ class VLLMScheduler(Core):
         self.cpu_floor = False  # either is on
         self.cpu_cv = 0.0  # Calibration.prompt_cpu_step_cv (0 = off; set by the engine)
         self.launch = False  # Calibration.prompt_lead_cpu (set by the engine): the prompt step's launch holds the decodes
+        self.serial = 0.0  # Calibration.prompt_launch_serial: the launch's share before the GPU starts the step
         # draws the prompt steps' CPU time when cpu_cv is on; seeded per run (Calibration.jitter_seed, set by the
         # engine): the same sends give the same records, and configs compared in one study see the same draws
         self.rng = random.Random(0)
@@ -88,7 +89,8 @@ class VLLMScheduler(Core):
         cpu = self._drawn(self.cpu_step)
         if cpu > lead:
             lead = cpu
-        gpu = dur + carry
+        start = self.serial * cpu  # the GPU starts this step's work after the step before's and this much launch
+        gpu = dur + (carry if carry > start else start)
         self.carry = gpu - lead if gpu > lead else 0.0
         return lead
 
