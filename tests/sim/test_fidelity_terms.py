@@ -233,6 +233,21 @@ def test_weight_floor_adds_a_fixed_time_per_layer_to_weight_bound_steps_only() -
     assert prefill[on] == prefill[off]  # FLOP-bound: the weights' read (and its floor) hides under the GEMMs
 
 
+def test_kv_group_exp_scales_kv_reads_by_the_gqa_group_and_leaves_qwen3_8b_alone() -> None:
+    from tuner.sim.catalog import get_gpu, get_shape
+    from tuner.sim.cost import StepCost
+
+    gpu, cal = get_gpu("H200"), dataclasses.replace(FITTED, kv_group_exp=0.2)
+    for name, group in (("qwen3-1.7b", 2), ("qwen3-8b", 4), ("qwen3-32b", 8)):
+        shape = get_shape(name)
+        off, on = StepCost(shape, gpu, FITTED, 1, 2), StepCost(shape, gpu, cal, 1, 2)
+        assert abs(on.dec_b / off.dec_b - (group / 4) ** 0.2) < 1e-12, name  # the decode step's per-context-token time
+        assert on.decode_base(64, True) == off.decode_base(64, True)  # the weights' part is not touched
+    eight = get_shape("qwen3-8b")
+    assert StepCost(eight, gpu, cal, 1, 2).step(64, 64, 1e5, 1e5, True) == \
+        StepCost(eight, gpu, FITTED, 1, 2).step(64, 64, 1e5, 1e5, True)
+
+
 def test_shape_points_run_with_the_terms_chosen_without_their_shape() -> None:
     from tuner.sim.calibration import SHAPE_LOSO
     from tuner.sim.reference import calibration_for

@@ -28,6 +28,8 @@ from tuner.sim.spec import DRAFT_NGRAM_S, DRAFT_PASS_S, DRAFT_VOCAB_EAGLE3, Spec
 
 __all__ = ["Calibration", "StepCost"]  # Calibration lives in tuner.sim.fit (kept importable from here)
 
+KV_GROUP_REF = 4.0  # Calibration.kv_group_exp's reference group: Qwen3-8B's 32 / 8 heads, which e_kv is fitted on
+
 
 class StepCost:
     """Precomputed per-unit costs so a step's time is a handful of multiplications."""
@@ -61,6 +63,8 @@ class StepCost:
         self.c_kv = shape.kv_bytes_per_token(dtype_bytes) / tp / (bw * cal.e_kv)
         if fp8_kv:
             self.c_kv /= cal.fp8_kv_gain
+        if cal.kv_group_exp:
+            self.c_kv *= (shape.heads / shape.kv_heads / KV_GROUP_REF) ** cal.kv_group_exp
         self.o_step = cal.o_step_s
         self.o_tok = cal.o_tok_s
         self.launch = cal.launch_per_layer_s * shape.layers

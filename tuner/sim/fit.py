@@ -93,6 +93,11 @@ class Calibration:
     # the GPU runs each kernel as it is launched, so the launch and the GPU work overlap; 1 = the GPU waits for the
     # whole launch). The step before's GPU work, carried in, overlaps the launch either way
     prompt_launch_serial: float = 0.0
+    # KV reads slow with the query heads each KV head serves (GQA group g = heads / kv_heads): the KV-read time is
+    # x (g / KV_GROUP_REF) ** this (0 = off). A decode attention kernel works one KV head's blocks for its g query
+    # heads at a time, so more query rows per byte read keep it further from the bandwidth roofline. e_kv is fitted on
+    # Qwen3-8B (g = 4), which this leaves unchanged (benchmarks/sim_kv_group.py)
+    kv_group_exp: float = 0.0
     jitter_seed: int = 0  # which draw of those (not fitted: benchmarks check that a choice holds on other draws)
     # the API server's time for one request before the engine sees it (HTTP, tokenising, the hop to the engine
     # core): fixed + per prompt token (0 = off), served one request at a time in send order. Measured on the H200,
