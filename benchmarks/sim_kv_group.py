@@ -10,7 +10,7 @@ differs is the query heads each KV head serves (1.7B 2, 4B and 8B 4, 14B 5, 32B 
 works a KV head's blocks for its group of query heads at once; more query rows per byte read move it off the
 bandwidth roofline. Form: the KV-read time x (group / 4) ** x, so Qwen3-8B and 4B (group 4) are unchanged and the
 args, rate and client splits (all Qwen3-8B) cannot move. Above ~192 running sequences the measured intervals split
-(the API server's bursts), so they are not read.
+(the API server's bursts: shorter than any engine step there, and more of them than steps), so they are not read.
 
 Grid: x in {0, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4}; each held-out shape's x minimises the mean of the other shapes'
 losses (sim_shape_cpu.py's shape_loss, on sim_lead_fit.py's per-shape base; Qwen3-8B's and 4B's do not depend on
@@ -51,7 +51,8 @@ from tuner.sim.reference import ALL_POINTS, client_arrivals, detailed_run, shape
 
 GAMMAS = (0.0, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4)
 MOVED = ("qwen3-1.7b", "qwen3-14b", "qwen3-32b")  # the shapes whose group is not 4
-BINS = ((1, 32), (32, 64), (64, 128), (128, 192))  # running sequences
+BINS = ((1, 32), (32, 64), (64, 128), (128, 192), (192, 256), (256, 400))  # running sequences (--steps prints the
+# last two to show the split; the text above reads only the first four)
 
 
 def fold_cal(shape: str, x: float, seed: int = 0) -> Calibration:
