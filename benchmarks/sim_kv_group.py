@@ -35,19 +35,15 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.prompt_steps import GAP_S, Timeline, from_records, from_run
+from benchmarks import sim_shape_gpu
 from benchmarks.sim_fidelity import medians
 from benchmarks.sim_lead_fit import base
 from benchmarks.sim_shape_cpu import SHAPES, errs, print_splits, shape_loss, shape_points, sla
 from tuner.sim.calibration import FITTED
 from tuner.sim.cost import Calibration
-from tuner.sim.detailed import bench_requests
-from tuner.sim.engine import SimulatedEngine
-from tuner.sim.reference import ALL_POINTS, client_arrivals, detailed_run, shape_calibration, split_of
+from tuner.sim.reference import shape_calibration, split_of
 
 GAMMAS = (0.0, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4)
 MOVED = ("qwen3-1.7b", "qwen3-14b", "qwen3-32b")  # the shapes whose group is not 4
@@ -60,36 +56,11 @@ def fold_cal(shape: str, x: float, seed: int = 0) -> Calibration:
     return dataclasses.replace(shape_calibration(shape), kv_group_exp=x, jitter_seed=seed)
 
 
-def decode_intervals(tl: Timeline) -> np.ndarray:
-    """Rows (running sequences, ms) of the step intervals with no first token at their end or either side."""
-    allt = np.sort(np.concatenate([t for _, _, t in tl]))
-    cut = np.where(np.diff(allt) > GAP_S)[0]
-    ends = np.concatenate([allt[cut], allt[-1:]])
-    dur = np.diff(ends) * 1e3
-    firsts, lasts = np.array([f for _, f, _ in tl]), np.array([t[-1] for _, _, t in tl])
-    cnt = np.bincount(np.searchsorted(ends, firsts - GAP_S), minlength=len(ends) + 2)
-    rows = [(int(((firsts < ends[j] - GAP_S) & (lasts >= ends[j] - GAP_S)).sum()), dur[j - 1])
-            for j in range(2, len(ends) - 2) if not (cnt[j - 1] or cnt[j] or cnt[j + 1])]
-    return np.array(rows).reshape(-1, 2)
-
-
 def steps_main() -> None:
-    """--steps: decode-only intervals by running sequences, measured / shipped sim, on every shape's detailed points."""
-    for p in ALL_POINTS:
-        run = detailed_run(p)
-        if run is None or run.start_times is None or not p.set_name.startswith("h200-vllm-0.26.0-qwen3"):
-            continue
-        cal = shape_calibration(p.shape) if split_of(p) == "shape" else FITTED
-        eng = SimulatedEngine(flavour="vllm", gpu="H200", shape=p.shape, args=p.args, max_model_len=p.max_model_len,
-                              calibration=cal)
-        real = decode_intervals(from_run(run))
-        sim = decode_intervals(from_records(eng.run(bench_requests(run, client_arrivals(p)))))
-        cells = []
-        for lo, hi in BINS:
-            r, s = (x[(x[:, 0] >= lo) & (x[:, 0] < hi), 1] for x in (real, sim))
-            if len(r) >= 5 and len(s) >= 5:
-                cells.append(f"[{lo},{hi}) {np.median(r):5.1f}/{np.median(s):5.1f}")
-        print(f"{p.name:30s} real/sim ms: " + " | ".join(cells))
+    """--steps: decode-only intervals by running sequences, measured / shipped sim, on every shape's detailed points
+    (sim_shape_gpu.py's view, with prompts waiting allowed: at high load one always is)."""
+    sim_shape_gpu.steps_main(cal_of=lambda p: shape_calibration(p.shape) if split_of(p) == "shape" else FITTED,
+                             bins=BINS, only="h200-vllm-0.26.0-qwen3", no_waiting=False)
 
 
 def main() -> None:

@@ -32,6 +32,7 @@ import dataclasses
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -248,9 +249,10 @@ def client_main() -> None:
 BINS = ((1, 8), (8, 16), (16, 32), (32, 64))  # running sequences
 
 
-def decode_intervals(tl: Timeline) -> np.ndarray:
+def decode_intervals(tl: Timeline, no_waiting: bool = True) -> np.ndarray:
     """Rows (running sequences, ms) of the decode-only step intervals of a timeline: no first token at the step, the
-    one before or after, and no prompt waiting (steps as in prompt_steps.py: pooled token times split at GAP_S)."""
+    one before or after, and (`no_waiting`) no prompt waiting (steps as in prompt_steps.py: pooled token times split
+    at GAP_S)."""
     allt = np.sort(np.concatenate([t for _, _, t in tl]))
     cut = np.where(np.diff(allt) > GAP_S)[0]
     ends = np.concatenate([allt[cut], allt[-1:]])
@@ -261,25 +263,26 @@ def decode_intervals(tl: Timeline) -> np.ndarray:
     rows = []
     for j in range(2, len(ends) - 2):
         t = ends[j] - GAP_S
-        if cnt[j - 1] or cnt[j] or cnt[j + 1] or ((sends < t) & (firsts > ends[j])).any():
+        if cnt[j - 1] or cnt[j] or cnt[j + 1] or no_waiting and ((sends < t) & (firsts > ends[j])).any():
             continue
         rows.append((int(((firsts < t) & (lasts >= t)).sum()), dur[j - 1]))
     return np.array(rows).reshape(-1, 2)
 
 
-def steps_main() -> None:
-    """--steps: median decode-only step intervals by running sequences, measured vs the 8B-only fit, every detailed
-    point (what located the missing floor)."""
+def steps_main(cal_of: Callable[[RefPoint], Calibration] = lambda p: BASE, bins: tuple[tuple[int, int], ...] = BINS,
+               only: str = "", no_waiting: bool = True) -> None:
+    """--steps: median decode-only step intervals by running sequences, measured vs the 8B-only fit (`cal_of`), every
+    detailed point (whose set name starts with `only`): what located the missing floor."""
     for p in ALL_POINTS:
         run = detailed_run(p)
-        if run is None or run.start_times is None:
+        if run is None or run.start_times is None or not p.set_name.startswith(only):
             continue
         eng = SimulatedEngine(flavour="vllm", gpu="H200", shape=p.shape, args=p.args, max_model_len=p.max_model_len,
-                              calibration=BASE)
-        real = decode_intervals(from_run(run))
-        sim = decode_intervals(from_records(eng.run(bench_requests(run, client_arrivals(p)))))
+                              calibration=cal_of(p))
+        real = decode_intervals(from_run(run), no_waiting)
+        sim = decode_intervals(from_records(eng.run(bench_requests(run, client_arrivals(p)))), no_waiting)
         cells = []
-        for lo, hi in BINS:
+        for lo, hi in bins:
             r, s = (x[(x[:, 0] >= lo) & (x[:, 0] < hi), 1] for x in (real, sim))
             if len(r) >= 5 and len(s) >= 5:
                 cells.append(f"[{lo},{hi}) {np.median(r):5.2f}/{np.median(s):5.2f} {np.median(r) - np.median(s):+5.2f}")
