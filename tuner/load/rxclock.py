@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import platform
 import socket
+import struct
 import sys
 import time
 
@@ -24,6 +25,7 @@ _GENERIC_ARCH = {"x86_64", "amd64", "i386", "i686", "aarch64", "arm64", "armv7l"
 KERNEL_STAMPS = sys.platform.startswith("linux") and platform.machine().lower() in _GENERIC_ARCH
 ANC_SIZE = socket.CMSG_SPACE(16) if hasattr(socket, "CMSG_SPACE") else 0  # one struct timespec
 _perf = time.perf_counter
+_TS = struct.Struct("qq")  # struct timespec (64-bit time_t), as tuner.load.http1 reads it
 
 
 class KernelClock:
@@ -63,8 +65,12 @@ class KernelClock:
 def prime_stamps(timeout_s: float = 0.5) -> socket.socket | None:
     """Turn kernel receive stamps on and wait until they flow. Linux switches stamping on for the
     whole system in deferred work after the first socket asks, so the first packets after that can
-    come unstamped; a UDP socket sending to itself shows when stamps arrive. Kept open (returned)
-    while the client lives, it keeps them on. None when no stamp came in time."""
+    come unstamped; a UDP socket sending to itself shows when stamps arrive. Only a stamp taken on
+    arrival counts: for a datagram that came unstamped, `recvmsg` fills in the time of the read itself
+    (the kernel's "race between timestamp enabling and packet receiving"), which would end the wait
+    while TCP reads still come without a stamp. A loopback datagram arrives within `sendto`, so its
+    stamp is before a clock read between the two calls; a stamp filled in at the read is after it.
+    Kept open (returned) while the client lives, it keeps them on. None when no stamp came in time."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     try:
         sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
@@ -73,9 +79,13 @@ def prime_stamps(timeout_s: float = 0.5) -> socket.socket | None:
         end = _perf() + timeout_s
         while _perf() < end:
             sock.sendto(b"x", sock.getsockname())
+            sent_ns = time.clock_gettime_ns(time.CLOCK_REALTIME)
             _, anc, _, _ = sock.recvmsg(16, ANC_SIZE)
-            if any(kind == SO_TIMESTAMPNS for _, kind, _ in anc):
-                return sock
+            for _, kind, raw in anc:
+                if kind == SO_TIMESTAMPNS and len(raw) >= _TS.size:
+                    sec, ns = _TS.unpack_from(raw)
+                    if sec and sec * 1_000_000_000 + ns <= sent_ns:  # stamped on arrival: stamping is on
+                        return sock
             time.sleep(0.002)
     except OSError:
         pass
