@@ -30,7 +30,6 @@ import asyncio
 import contextlib
 import socket
 import ssl as _ssl
-import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -38,13 +37,12 @@ from typing import Literal
 from urllib.parse import urlsplit
 
 from tuner.load.rxclock import ANC_SIZE as _ANC
-from tuner.load.rxclock import KERNEL_STAMPS, SO_TIMESTAMPNS, KernelClock, prime_stamps
+from tuner.load.rxclock import KERNEL_STAMPS, SO_TIMESTAMPNS, KernelClock, prime_stamps, stamp_ns
 
 OnBody = Callable[[bytes, float, float], None]  # (bytes, arrival perf_counter, span: how much earlier they may have come)
 MAX_ERROR_BODY = 64 * 1024
 READ_SIZE = 256 * 1024
 _perf = time.perf_counter
-_TS = struct.Struct("qq")
 Clock = Literal["auto", "user"]
 
 
@@ -197,12 +195,10 @@ class _RawConn(_Conn):
             self.ended()
             return
         t = t0
-        for level, kind, raw in anc:
-            if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(raw) >= 16:
-                sec, ns = _TS.unpack_from(raw)
-                if sec:
-                    t = (sec * 1_000_000_000 + ns - self.clock.offset_ns) * 1e-9
-                    reads.kernel_reads += 1
+        stamp = stamp_ns(anc)
+        if stamp:
+            t = (stamp - self.clock.offset_ns) * 1e-9
+            reads.kernel_reads += 1
         reads.reads += 1
         span = t - self.last_read
         if len(data) < READ_SIZE:  # a full read left bytes behind: they came after the earlier start, kept

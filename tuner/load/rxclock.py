@@ -25,7 +25,17 @@ _GENERIC_ARCH = {"x86_64", "amd64", "i386", "i686", "aarch64", "arm64", "armv7l"
 KERNEL_STAMPS = sys.platform.startswith("linux") and platform.machine().lower() in _GENERIC_ARCH
 ANC_SIZE = socket.CMSG_SPACE(16) if hasattr(socket, "CMSG_SPACE") else 0  # one struct timespec
 _perf = time.perf_counter
-_TS = struct.Struct("qq")  # struct timespec (64-bit time_t), as tuner.load.http1 reads it
+_TS = struct.Struct("qq")  # struct timespec (64-bit time_t)
+
+
+def stamp_ns(anc: list[tuple[int, int, bytes]]) -> int:
+    """The kernel's receive stamp (CLOCK_REALTIME ns) in a `recvmsg`'s ancillary data; 0 when it has none."""
+    for level, kind, raw in anc:
+        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(raw) >= _TS.size:
+            sec, ns = _TS.unpack_from(raw)
+            if sec:
+                return int(sec) * 1_000_000_000 + int(ns)
+    return 0
 
 
 class KernelClock:
@@ -81,11 +91,9 @@ def prime_stamps(timeout_s: float = 0.5) -> socket.socket | None:
             sock.sendto(b"x", sock.getsockname())
             sent_ns = time.clock_gettime_ns(time.CLOCK_REALTIME)
             _, anc, _, _ = sock.recvmsg(16, ANC_SIZE)
-            for _, kind, raw in anc:
-                if kind == SO_TIMESTAMPNS and len(raw) >= _TS.size:
-                    sec, ns = _TS.unpack_from(raw)
-                    if sec and sec * 1_000_000_000 + ns <= sent_ns:  # stamped on arrival: stamping is on
-                        return sock
+            stamp = stamp_ns(anc)
+            if stamp and stamp <= sent_ns:  # stamped on arrival: stamping is on
+                return sock
             time.sleep(0.002)
     except OSError:
         pass
