@@ -122,6 +122,13 @@ WEIGHTS = ("e_w", "w_floor_layer_s")
 # 30.2 ms -> 0.575 ms per layer + 14.1 ms
 TRACE_8B_MS, TRACE_LAYER_MS = 34.8, (34.8 - 30.2) / (36 - 28)
 TRACE_FIXED_MS = TRACE_8B_MS - 36 * TRACE_LAYER_MS
+# the launch forms' grids of (form, value) (the fourth to sixth forms, docstring), each with the shipped prompt_defer
+LAUNCH_GRIDS: dict[str, list[tuple[str, float]]] = {
+    "launch": [(f"launch{cv}", v) for cv in (0.27, 0.5, 1.0) for v in (15.0, 20.0, 25.0, 30.0, 35.0, 40.0)],
+    "launch_layers": [(f"layers{cv}", v) for cv in (0.27, 0.5, 1.0) for v in (20.0, 25.0, 30.0, 35.0, 40.0, 45.0)],
+    "launch_serial": [(f"serial{sv}-{cv}", v) for sv in (0.25, 0.5, 1.0) for cv in (0.27, 0.5)
+                      for v in (20.0, 25.0, 30.0, 35.0, 40.0)],
+}
 FOLD4B = "qwen3-4b"  # the one fold with its own step terms (tuner/sim/calibration.py SHAPE_LOSO)
 
 
@@ -176,19 +183,12 @@ def main() -> None:
     t0 = time.time()
     defers = (1e-6,) if a.tiny_defer or a.coupled else DEFERS
     leads = [(f, v) for f in ("cpu", "cpu-nofloor") for v in (8.0, 10.0, 12.0, 15.0)] if a.coupled else LEADS
-    if a.launch:
-        defers = (FITTED.prompt_defer,)
-        leads = [(f"launch{cv}", v) for cv in (0.27, 0.5, 1.0) for v in (15.0, 20.0, 25.0, 30.0, 35.0, 40.0)]
-    if a.launch_layers:
-        defers = (FITTED.prompt_defer,)
-        leads = [(f"layers{cv}", v) for cv in (0.27, 0.5, 1.0) for v in (20.0, 25.0, 30.0, 35.0, 40.0, 45.0)]
-    if a.launch_serial:
-        defers = (FITTED.prompt_defer,)
-        leads = [(f"serial{sv}-{cv}", v) for sv in (0.25, 0.5, 1.0) for cv in (0.27, 0.5)
-                 for v in (20.0, 25.0, 30.0, 35.0, 40.0)]
+    launch = next((f for f in LAUNCH_GRIDS if getattr(a, f)), None)
+    if launch:
+        defers, leads = (FITTED.prompt_defer,), LAUNCH_GRIDS[launch]
     keys: list[Key] = [(d, f, v) for d, (f, v) in itertools.product(defers, leads)]
     shipped: Key = (FITTED.prompt_defer, "cap", 48.6102)
-    if a.coupled or a.launch or a.launch_layers or a.launch_serial:
+    if a.coupled or launch:
         keys.append(shipped)
     table = {fold: {key: losses(fold, key) for key in keys} for fold in (None, FOLD4B)}
     print(f"{'defer':>6s} {'lead':>10s} | losses from FITTED: {FIT8:>9s} " + " ".join(f"{s:>10s}" for s in SHAPES)
