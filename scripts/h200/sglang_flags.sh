@@ -4,8 +4,12 @@
 # servetune's own client (python -m tuner.bench, the image's python3 + the pack's pydantic) at one Poisson
 # rate with the round-6 sweep's workload (2048/512 tokens, ignore-eos, 8 warm-ups); the server log's
 # decode-batch lines are what benchmarks/calibrate_sglang.py regresses the per-step cost from.
+# WORKLOADS="random dynamic" drives one server with the sweep's workload, then the seeds' dynamic mix (what
+# servetune's SGLang studies ran): the same server and host for both, so the ~1.7 ms per step that the studies' log
+# pays over the sweep's (benchmarks/sglang_step_forms.py) can be put on the workload or on the host. Each phase's
+# UTC start and end go to phases.txt, to split the server log by its timestamps.
 # usage: RATE=6 NP=300 bash scripts/h200/sglang_flags.sh NAME [sglang flags...]
-# env: MODEL_DIR (.gpu/model) PORT (30000) RATE NP DEADLINE (epoch s; the call's end)
+# env: MODEL_DIR (.gpu/model) PORT (30000) RATE NP DEADLINE (epoch s; the call's end) WORKLOADS (random)
 set -uo pipefail
 NAME=${1:?usage: sglang_flags.sh NAME [flags]}; shift
 T_SCRIPT=$(date +%s)
@@ -23,12 +27,21 @@ START_S=$(python3 .gpu/recipe/wait_health.py "http://127.0.0.1:$PORT/health" $((
 RC=$?
 echo "$NAME start_to_healthy_s=$START_S rc=$RC flags=$*" | tee "$O/start.txt"
 if [ $RC -eq 0 ]; then
-  PYTHONPATH=$SS:$PWD timeout $((DEADLINE - $(date +%s) - 20)) python3 -m tuner.bench \
-    --url "http://127.0.0.1:$PORT" --model qwen3-8b-dummy --dataset-name random --random-input-len 2048 \
-    --random-output-len 512 --random-range-ratio 0 --prompt token_ids --rate "${RATE:-6}" \
-    --requests "${NP:-300}" --warmup 8 --seed 0 --metrics-prefix sglang: --no-progress --save-detailed \
-    --output "$O/bench" > "$O/bench.log" 2>&1
-  echo "bench rc=$?"; tail -25 "$O/bench.log"
+  for W in ${WORKLOADS:-random}; do
+    case $W in
+      random) DATA=(--dataset-name random --random-input-len 2048 --random-output-len 512 --random-range-ratio 0) ;;
+      dynamic) DATA=(--dataset-name dynamic) ;;
+      *) echo "error: WORKLOADS: unknown workload '$W' | fix: use random and/or dynamic" >&2; continue ;;
+    esac
+    SUF=$([ "$W" = random ] && echo "" || echo "_$W")
+    echo "$W start $(date -u +%FT%T)" >> "$O/phases.txt"
+    PYTHONPATH=$SS:$PWD timeout $((DEADLINE - $(date +%s) - 20)) python3 -m tuner.bench \
+      --url "http://127.0.0.1:$PORT" --model qwen3-8b-dummy "${DATA[@]}" --prompt token_ids --rate "${RATE:-6}" \
+      --requests "${NP:-300}" --warmup 8 --seed 0 --metrics-prefix sglang: --no-progress --save-detailed \
+      --output "$O/bench$SUF" > "$O/bench$SUF.log" 2>&1
+    echo "bench $W rc=$?"; tail -25 "$O/bench$SUF.log"
+    echo "$W end $(date -u +%FT%T)" >> "$O/phases.txt"
+  done
 else
   tail -30 "$O/server.log"
 fi
