@@ -143,3 +143,48 @@ def test_a_tuned_config_beating_the_confirmed_defaults_by_more_than_noise_wins()
     assert not sel.defaults_won and sel.winner is not None and sel.winner.trial.trial_id == "t001"
     assert sel.gain == pytest.approx(1480 / 990)
     assert "the defaults' confirmed 990" in sel.reason
+
+
+def test_defaults_dominating_every_tuned_trial_say_so_not_a_failed_confirmation() -> None:
+    """Seen on the sim (SLA on P99 TTFT only): the defaults beat both tuned trials on throughput and latency,
+    so no tuned trial was a candidate; the reason said 'no tuned candidate survived confirmation'."""
+    study = make_study()
+    base = make_trial(0, 1300, 200, baseline=True)
+    tuned = [make_trial(1, 1290, 250, max_num_seqs=128), make_trial(2, 1200, 300, max_num_seqs=256)]
+    seen: list[tuple[str, int]] = []
+    sel = select(study, [base, *tuned], _confirm_with({"t000": [1290, 1280]}, seen))
+    assert sel.defaults_won and sel.winner is not None and sel.winner.trial.baseline
+    assert "survived confirmation" not in sel.reason
+    assert "the defaults dominate all 2 SLA-feasible tuned trial(s)" in sel.reason
+    assert {t for t, _ in seen} == {"t000"}, "only the defaults were confirmed"
+
+
+def test_a_baseline_only_study_says_no_tuned_trial_met_the_sla() -> None:
+    study = make_study()
+    sel = select(study, [make_trial(0, 1300, 200, baseline=True), make_trial(1, 2000, 900)],
+                 _confirm_with({"t000": [1290, 1280]}, []))
+    assert sel.defaults_won and "no tuned trial met the SLA" in sel.reason
+
+
+def test_tuned_candidates_dropped_in_confirmation_are_named_with_the_cause() -> None:
+    study = make_study()
+    base = make_trial(0, 1000, 300, baseline=True)
+    tuned = make_trial(1, 1500, 250, max_num_seqs=256)
+
+    def confirm(trial, seed):
+        return rerun(trial, seed, 990) if trial.baseline else rerun(trial, seed, None, outcome=TrialOutcome.OOM)
+
+    sel = select(study, [base, tuned], confirm)
+    assert sel.defaults_won
+    assert "no tuned candidate survived confirmation (trial t001: confirmation with seed" in sel.reason
+    assert "oom" in sel.reason
+
+
+def test_nothing_feasible_names_the_closest_miss() -> None:
+    study = make_study()
+    near = make_trial(0, 900, 700, outcome=TrialOutcome.SLA_VIOLATED, baseline=True)
+    far = make_trial(1, 900, 5000, outcome=TrialOutcome.SLA_VIOLATED)
+    sel = select(study, [far, near], confirm=None)
+    assert sel.winner is None
+    assert "no trial met the SLA at any load (2 sla_violated)" in sel.reason
+    assert "closest: trial t000 (engine defaults) at the lowest load, 0.5 req/s: p99_ttft_ms 700 > 500" in sel.reason

@@ -98,12 +98,44 @@ def _nothing_reason(study: Study, trials: list[TrialResult]) -> str:
     outcomes = ", ".join(f"{n} {k}" for k, n in counts.most_common())
     ok = [t for t in trials if t.feasible]
     if not ok:
-        return f"no trial met the SLA at any load ({outcomes})"
+        return f"no trial met the SLA at any load ({outcomes})" + _closest_miss(study, trials)
     worst = min(ok, key=lambda t: max_violation(study.sla, t.metrics))
     return (
         f"{len(ok)} trial(s) reported ok but their metrics at capacity violate the SLA "
         f"({', '.join(str(s) for s in study.sla)}), e.g. trial {worst.trial_id}; outcomes: {outcomes}"
     )
+
+
+def _closest_miss(study: Study, trials: list[TrialResult]) -> str:
+    """The trial that came nearest to the SLA and what it measured: what the user has to relax (or fix)."""
+    measured = [t for t in trials if t.outcome.value == "sla_violated" and t.metrics]
+    if not measured:
+        return ""
+    near = min(measured, key=lambda t: max_violation(study.sla, t.metrics))
+    missed = [f"{term.metric} {near.metrics[term.metric]:.4g} > {term.limit:g}" for term in study.sla
+              if term.violation(near.metrics) > 0 and term.metric in near.metrics]
+    unit = "req/s" if study.capacity.mode == "rate" else "concurrent"
+    return (f"; closest: trial {near.trial_id}{' (engine defaults)' if near.baseline else ''} at the lowest "
+            f"load, {study.capacity.low:g} {unit}: " + (", ".join(missed) if missed else near.reason)
+            + "; relax those SLA terms (or lower capacity.low) to get a feasible config")
+
+
+def _versus_defaults(study: Study, feasible: list[TrialResult], front: list[TrialResult],
+                     candidates: list[Candidate]) -> str:
+    """Why no tuned config stood against the defaults: none ran, none met the SLA, the defaults dominate
+    every one on the Pareto front, top_k left them out, or every tuned candidate failed its confirmation."""
+    tuned = [t for t in feasible if not t.baseline]
+    if not tuned:
+        return "no tuned trial met the SLA"
+    if not any(not t.baseline for t in front):
+        return (f"the defaults dominate all {len(tuned)} SLA-feasible tuned trial(s) (more "
+                f"{study.objective.metric} at lower {study.objective.latency_metric}), so none was a candidate")
+    dropped = [c for c in candidates if not c.trial.baseline]
+    if not dropped:
+        return (f"the tuned trials on the Pareto front rank below the defaults and promotion.top_k "
+                f"{study.promotion.top_k} left them out")
+    why = "; ".join(f"trial {c.trial.trial_id}: {c.dropped or 'no objective'}" for c in dropped)
+    return f"no tuned candidate survived confirmation ({why})"
 
 
 def _confirm(study: Study, cand: Candidate, confirm: Confirm | None, runs: int) -> None:
@@ -144,7 +176,7 @@ def select(study: Study, trials: list[TrialResult], confirm: Confirm | None) -> 
     bar = base.worst_objective if base is not None and not base.dropped else None
     best_worst = best.worst_objective if best is not None else None
     if base is not None and bar is not None and (best_worst is None or best_worst <= bar * (1 + (noise or 0.0))):
-        versus = ("no tuned candidate survived confirmation" if best is None or best_worst is None else
+        versus = (_versus_defaults(study, feasible, front, candidates) if best is None or best_worst is None else
                   f"the best tuned candidate, trial {best.trial.trial_id}, reached {best_worst:.4g} "
                   f"({best_worst / bar:.3f}x), not more than {noise_txt} above them")
         keep = study.promotion.when_defaults_win == "promote_defaults"
