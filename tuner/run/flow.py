@@ -60,6 +60,8 @@ def run_study(study: Study, data: dict[str, Any], study_path: Path, space: Space
               "objective": study.objective.metric, "trials": study.budget.trials, "seed": study.seed,
               "workload": json.dumps(study.workload.model_dump(mode="json"))}
     deferred = study.tracking.mode == "deferred"
+    if not resume:
+        clear_previous(out)
     tracker: StudyTracker | None = None
     if deferred:  # MLflow is not called until the study's records are complete (tuner.tracking.deferred)
         from tuner.run.recorder import param_names
@@ -94,15 +96,17 @@ def run_study(study: Study, data: dict[str, Any], study_path: Path, space: Space
             status = "KILLED"
             return interrupted(study, study_path, out, len(trials))
         promotion = None
+        _remove(out, *PROMOTION_FILES)  # this run's promotion writes them again; none stays from an older one
         if run.untracked and promote:  # the registry would point at trials MLflow has no run for
             print(f"not promoting: {len(run.untracked)} trial(s) are not in MLflow yet", file=sys.stderr)
             promote = False
-        if promote and any(t.feasible for t in trials):
+        if promote:  # with no feasible trial too: the promotion run and promotion.json record why nothing is
             from tuner.promote import promote_study
 
+            confirm = (executor.confirmer(study, data, out, base_dir)
+                       if study.promotion.confirm_runs and any(t.feasible for t in trials) else None)
             promotion = promote_study(study, trials, output_dir=out, tracking_uri=uri, parent_run_id=parent,
-                                      confirm=executor.confirmer(study, data, out, base_dir) if study.promotion.confirm_runs
-                                      else None)
+                                      confirm=confirm)
         promoted_id = promotion.trial.trial_id if promotion is not None and promotion.promoted and promotion.trial else None
         write_pareto(out / "pareto.json", trials, study.sla, study.objective.metric, study.objective.latency_metric,
                      run.rejected, promoted_id)
@@ -169,6 +173,33 @@ def _log_deferred(out: Path, uri: str, outputs: list[Path], summary: dict[str, A
         return str(read_record(out).get("parent_run_id") or "")
     run.untracked = []
     return logged.parent_run_id
+
+
+# What one run writes for the whole study: a fresh run over a folder must not show (or log to MLflow, or
+# resume from) an earlier run's. Per-trial folders (trials/<id>) and the MLflow and Optuna stores stay.
+PROMOTION_FILES = ("promoted.yaml", "promotion.json")
+STUDY_FILES = ("trials.parquet", "pareto.json", "report.html", "sim_gate.jsonl", "tracking.json", *PROMOTION_FILES)
+
+
+def _remove(out: Path, *names: str) -> list[str]:
+    gone = []
+    for name in names:
+        path = out / name
+        if path.is_file():
+            path.unlink()
+            gone.append(name)
+    return gone
+
+
+def clear_previous(out: Path) -> None:
+    """A fresh (not --resume) run over an output folder: the earlier run's study files go, so a promoted.yaml,
+    a pareto.json or trials of another run never pass for this one's (its MLflow runs are kept)."""
+    gone = _remove(out, *STUDY_FILES)
+    for fig in sorted((out / "plots").glob("*.html")):
+        fig.unlink()
+    if gone:
+        print(f"note: a fresh run on {out}: the earlier run's {', '.join(gone)} removed (its MLflow runs stay); "
+              "continue a study with --resume instead", file=sys.stderr)
 
 
 def _close_stale_parent(tracker: StudyTracker, out: Path) -> None:

@@ -69,7 +69,8 @@ def print_summary(study: Study, trials: list[TrialResult], out: Path, uri: str, 
     else:
         print("  no config met the SLA")
     if promotion is not None:
-        print(f"  promotion: {'promoted' if promotion.promoted else 'nothing promoted'}: {promotion.reason}")
+        reason = promotion.reason.removeprefix("nothing promoted: ")
+        print(f"  promotion: {'promoted' if promotion.promoted else 'nothing promoted'}: {reason}")
         if promotion.gain is not None:
             print(f"    gain over the defaults: {promotion.gain:.3f}x (confirmed worst cases, same seeds)")
         if promotion.model_version:
@@ -77,7 +78,7 @@ def print_summary(study: Study, trials: list[TrialResult], out: Path, uri: str, 
             print(f"  registered model: {promotion.model_name} version {promotion.model_version}{alias}")
     if parent_run_id:
         print(f"  MLflow parent run: {parent_run_id}")
-        if promotion is None:
+        if promotion is None and feasible:  # with nothing feasible there is nothing to promote later
             found = out.parent.resolve() == Path("runs").resolve()  # where tuner.promote looks by default
             print(f"    promote later: {prog('promote')} --study-run {parent_run_id}"
                   + ("" if found else f" --mlflow-uri {redact_text(uri)}"))
