@@ -138,8 +138,13 @@ def main(argv: list[str] | None = None) -> int:
 
         space = preflight(study, path.parent.resolve(), out)
         uri = args.mlflow_uri or study.tracking.mlflow_uri or ""
+        if not uri and args.resume:  # the store the study was recorded in (an MLflow server given at the start)
+            from tuner.run.resume_check import stored_uri
+
+            uri = stored_uri(out)
         if uri:  # the default store lives in the output folder, which preflight found writable
-            check_uri(uri, "--mlflow-uri" if args.mlflow_uri else f"{path}: tracking.mlflow_uri",
+            check_uri(uri, "--mlflow-uri" if args.mlflow_uri else f"{path}: tracking.mlflow_uri"
+                      if study.tracking.mlflow_uri else f"{out / 'state.json'}: tracking_uri",
                       reach=study.tracking.mode == "live")
         uri = uri or default_uri(out)
         if args.dry_run:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tuner.common.atomic import write_json
+from tuner.common.errors import SpecError
 from tuner.common.prog import prog
 from tuner.run.outputs import write_pareto
 from tuner.run.summary import print_summary
@@ -81,7 +82,7 @@ def run_study(study: Study, data: dict[str, Any], study_path: Path, space: Space
                                sla=study.sla)
         if not resume:
             _close_stale_parent(tracker, out)
-        parent = tracker.start(state.get("parent_run_id"))
+        parent = _start_parent(tracker, state, uri)
     write_json(out / STATE, {"parent_run_id": parent, "tracking_uri": strip_credentials(uri), "study": str(study_path),
                              "study_name": study.name, "tracking": study.tracking.mode, "measured": measured(study)})
     if not state and tracker is not None:
@@ -200,6 +201,22 @@ def clear_previous(out: Path) -> None:
     if gone:
         print(f"note: a fresh run on {out}: the earlier run's {', '.join(gone)} removed (its MLflow runs stay); "
               "continue a study with --resume instead", file=sys.stderr)
+
+
+def _start_parent(tracker: StudyTracker, state: dict[str, Any], uri: str) -> str:
+    """The study's MLflow parent run: a new one, or on resume the one in state.json, which must be in this
+    store (a resume against another store used to end in a traceback, exit 1)."""
+    from mlflow.exceptions import MlflowException
+
+    run_id = state.get("parent_run_id") or None
+    try:
+        return tracker.start(run_id)
+    except MlflowException as exc:
+        if run_id is None or exc.error_code != "RESOURCE_DOES_NOT_EXIST":
+            raise
+        raise SpecError(f"the study's MLflow parent run {run_id} is not in {strip_credentials(uri)}", "--mlflow-uri",
+                        f"resume with the store the study started in: --mlflow-uri {state.get('tracking_uri')} "
+                        "(with its user and password if the server needs them)") from None
 
 
 def _close_stale_parent(tracker: StudyTracker, out: Path) -> None:

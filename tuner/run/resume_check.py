@@ -87,3 +87,22 @@ def check_resume(out: Path, study: Study, study_path: Path) -> dict[str, Any]:
             raise SpecError(f"{trials} is not a servetune trials table (no trial_id/outcome columns)", "--resume",
                             "restore it from a backup, or start afresh in another --output")
     return state
+
+
+def stored_uri(out: Path) -> str:
+    """The tracking URI a study to resume was recorded in (state.json keeps it without credentials), or ""
+    for the folder's own SQLite store: a resume must log to the store that holds its parent run, and the
+    printed `--resume` command names no URI. An output folder's own store is never taken from state.json (a
+    moved or copied folder would log into the original's)."""
+    try:
+        uri = read_state(out).get("tracking_uri")
+    except SpecError:
+        return ""  # check_resume reports it
+    if not isinstance(uri, str) or not uri:
+        return ""
+    if uri.startswith("sqlite:///"):
+        db = Path(uri.removeprefix("sqlite:///"))
+        if not db.exists() or (db.parent / STATE).exists():
+            return ""
+    return uri
+
