@@ -84,20 +84,50 @@ def _read(fd: int) -> dict[str, Any]:
 
 def stop_ray_leftovers(pids: list[int], session: str) -> list[int]:
     """Kill the listed Ray helper processes that are still alive and still Ray's (checked by their
-    command line naming the session, so a reused PID is never touched)."""
+    command line naming the session, so a reused PID is never touched), and every other process that holds
+    a file of that session open: the raylet's agents (`ray::DashboardAgent`, `ray::RuntimeEnvAgent`), which
+    outlive a killed raylet, are not in the list and their command line names no session."""
     stopped = []
     for pid in pids:
         try:
             cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        if session and session in cmd:
-            try:
-                os.kill(pid, signal.SIGKILL)
-                stopped.append(pid)
-            except OSError:
-                pass
+        if session and session in cmd and _kill(pid):
+            stopped.append(pid)
+    stopped += [pid for pid in session_processes(session) if pid not in stopped and _kill(pid)]
     return stopped
+
+
+def _kill(pid: int) -> bool:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except OSError:
+        return False
+    return True
+
+
+def session_processes(session: str) -> list[int]:
+    """Live processes (of this user; others' fds are unreadable) holding a file of the Ray session folder
+    `session` open: its logs. A session name carries its start time and driver PID, so no other run matches."""
+    if not session:
+        return []
+    mark, me, found = f"/{session}/", os.getpid(), []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit() or int(entry.name) == me:
+            continue
+        try:
+            fds = os.listdir(f"/proc/{entry.name}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if mark in os.readlink(f"/proc/{entry.name}/fd/{fd}"):
+                    found.append(int(entry.name))
+                    break
+            except OSError:
+                continue
+    return found
 
 
 def local_ray_processes() -> tuple[list[int], str]:
