@@ -667,6 +667,81 @@ CASES += [
 ]
 
 
+def fifo(name: str) -> Edit:
+    """A named pipe with no writer (opening it for reading waits forever)."""
+    def edit(c: Ctx) -> None:
+        import os
+
+        os.mkfifo(c.tmp / name)
+    return edit
+
+
+def link_loop(name: str) -> Edit:
+    """Two symbolic links pointing at each other."""
+    def edit(c: Ctx) -> None:
+        (c.tmp / name).symlink_to(c.tmp / f"{name}.other")
+        (c.tmp / f"{name}.other").symlink_to(c.tmp / name)
+    return edit
+
+
+def trace_at(name: str) -> Edit:
+    def edit(c: Ctx) -> None:
+        c.data["workload"].pop("profile", None)
+        c.data["workload"]["trace"] = {"path": name}
+    return edit
+
+
+def dataset_at(name: str, **settings: Any) -> Edit:
+    def edit(c: Ctx) -> None:
+        c.data["workload"].pop("profile", None)
+        c.data["workload"]["dataset"] = {"path": name, **{k: v.format(tmp=c.tmp) if isinstance(v, str) else v
+                                                           for k, v in settings.items()}}
+    return edit
+
+
+SHAREGPT = '{"conversations": [{"from": "human", "value": "hello there how are you"}, {"from": "gpt", "value": "fine thanks a lot"}]}\n'
+DEEP_JSON = "[" * 100_000 + "]" * 100_000
+
+# Audit 2 (new kinds of input): YAML structure, paths that are not plain files, files the readers choke on.
+CASES += [
+    # -- YAML structure
+    Case("yaml-list-as-key", "a list used as a mapping key (`? [a, b]`; crashed with TypeError)",
+         (raw("name: bad\n? [a, b]\n: 1\n"),),
+         "{study}:2:3: malformed YAML: a list used as a key (keys are names) | fix: fix the YAML syntax at that line"),
+    Case("yaml-second-document", "two YAML documents in one file (a `---` line in the middle)",
+         (raw("name: bad\n---\nname: other\n"),),
+         "{study}:2:1: a second YAML document (a '---' line) in one file | fix: keep one document: remove that '---' line (and merge what follows into the first)"),
+    # -- paths that are not plain files
+    Case("study-named-pipe", "--study names a named pipe (hung, waiting for a writer)", (fifo("s.fifo"), study_at("s.fifo")),
+         "{tmp}/s.fifo: {tmp}/s.fifo is a named pipe, not a file (reading it would wait for a writer) | fix: save the text to a .yaml file and give that path"),
+    Case("study-link-loop", "--study names a symbolic link loop (said 'file not found')", (link_loop("loop.yaml"), study_at("loop.yaml")),
+         "{tmp}/loop.yaml: {tmp}/loop.yaml is a symbolic link to nothing (its target is missing, or the links loop) | fix: point the link at the file, or give the file's own path"),
+    Case("space-file-is-folder", "search_space.file names a folder (said 'not found')",
+         (file("spaces/x", ""), put("search_space", {"file": "spaces"})),
+         "search_space.file: search-space file {tmp}/spaces is a folder | fix: give the path of a .yaml search-space file"),
+    Case("space-file-named-pipe", "search_space.file names a named pipe", (fifo("sp.yaml"), put("search_space", {"file": "sp.yaml"})),
+         "search_space.file: search-space file {tmp}/sp.yaml is a named pipe | fix: give the path of a .yaml search-space file"),
+    Case("trace-named-pipe", "a trace that is a named pipe (hung)", (fifo("t.jsonl"), trace_at("t.jsonl")),
+         "workload.trace.path: trace {tmp}/t.jsonl is a named pipe, not a file (reading it would wait for a writer) | fix: save the trace to a file and give that path"),
+    Case("trace-is-folder", "a trace path that is a folder (said \"unknown trace format ''\")", (file("traces/a.jsonl", ""), trace_at("traces")),
+         "workload.trace.path: trace {tmp}/traces is a folder, not a trace file | fix: give a .parquet or .jsonl file, an Azure trace .csv or a Mooncake .jsonl"),
+    Case("trace-list-column", "a Parquet trace whose input_len cells are lists (crashed with TypeError)",
+         (parquet("trace.parquet", {"arrival_s": [0.0, 1.0], "input_len": [[10], [20]], "output_len": [5, 5]}), trace_at("trace.parquet")),
+         "workload.trace.path: cannot read trace {tmp}/trace.parquet (TypeError: <*>) | fix: give one number per row in arrival_s, input_len and output_len (docs/load.md)"),
+    Case("dataset-named-pipe", "a dataset that is a named pipe (hung)", (fifo("d.jsonl"), dataset_at("d.jsonl")),
+         "workload.dataset.path: dataset {tmp}/d.jsonl is a named pipe, not a file (reading it would wait for a writer) | fix: save the dataset to a file and give that path"),
+    Case("dataset-nested-deep", "a JSON dataset nested 100,000 lists deep (crashed with RecursionError)",
+         (file("d.json", DEEP_JSON), dataset_at("d.json")),
+         "workload.dataset.path: cannot read dataset {tmp}/d.json (it nests too deeply to read) | fix: give ShareGPT conversations, OpenAI messages, or name prompt_field/output_field (docs/load.md)"),
+    Case("dataset-state-not-utf8", "a save_to_disk folder whose state.json is not UTF-8 (crashed with UnicodeDecodeError)",
+         (file("ds/state.json", b"\xff\xfe{"), dataset_at("ds")),
+         "workload.dataset.path: cannot read dataset {tmp}/ds (UnicodeDecodeError: <*>) | fix: give ShareGPT conversations, OpenAI messages, or name prompt_field/output_field (docs/load.md)"),
+    Case("dataset-tokenizer-empty", "dataset.tokenizer naming a folder without tokenizer files (crashed in transformers)",
+         (file("d.jsonl", SHAREGPT), file("tok/README", "no tokenizer here"), dataset_at("d.jsonl", tokenizer="{tmp}/tok")),
+         "workload.dataset.tokenizer: cannot load the tokenizer in {tmp}/tok (<*>) | fix: give a folder with the model's tokenizer files (tokenizer.json or tokenizer_config.json and its vocabulary), or leave tokenizer out to count words"),
+]
+
+
 def prepare(case: Case, tmp: Path) -> tuple[list[str], Path, Path]:
     """Write the case's study into tmp; (CLI args, study path, output folder)."""
     ctx = Ctx(tmp=tmp, data=base_study())

@@ -5,12 +5,24 @@ from __future__ import annotations
 
 import json
 import subprocess
+import traceback
 from pathlib import Path
 from typing import Any
 
 from tuner.common.errors import SpecError
+from tuner.spec.load import special_file
 from tuner.spec.study import Study
-from tuner.spec.workload import Empirical, Fixed, LogNormal, Normal, RequestClass, Uniform
+from tuner.spec.workload import (
+    Dataset,
+    Empirical,
+    Fixed,
+    LogNormal,
+    Normal,
+    RequestClass,
+    Trace,
+    Uniform,
+    Workload,
+)
 
 _PATHLIKE = ("/", "./", "../", "~")
 
@@ -113,3 +125,60 @@ def check_engine_installed(engine: str, python: str, module: str) -> None:
         raise SpecError(f"{engine} is not installed for {python} (no module {pkg!r})", f"engines.{engine}.python",
                         f"install {engine} there, or set engines.{engine}.python to the interpreter of an "
                         f"environment that has it")
+
+
+def _workload_file(spec: Trace | Dataset, base_dir: Path) -> Path:
+    return spec.path if spec.path.is_absolute() else base_dir / spec.path
+
+
+def check_workload_files(workload: Workload, base_dir: Path) -> None:
+    """A trace or dataset path that is a pipe (opening it waits for a writer forever), a link to nothing or,
+    for a trace, a folder is named as such before a reader opens it."""
+    for key, spec in (("trace", workload.trace), ("dataset", workload.dataset)):
+        if spec is None:
+            continue
+        where, path = f"workload.{key}.path", _workload_file(spec, base_dir)
+        if path.is_symlink() and not path.exists():
+            raise SpecError(f"{key} {path} is a symbolic link to nothing (its target is missing, or the links loop)",
+                            where, f"point the link at the {key} file, or give the file's own path")
+        inside = sorted(path.iterdir()) if key == "dataset" and path.is_dir() else []
+        for p in [path, *inside]:
+            kind = special_file(p)
+            if kind is not None:
+                raise SpecError(f"{key} {p} is {kind}, not a file (reading it would wait for a writer)", where,
+                                f"save the {key} to a file and give that path")
+        if key == "trace" and path.is_dir() and path.suffix.lower() != ".parquet":  # a .parquet folder is a dataset
+            raise SpecError(f"trace {path} is a folder, not a trace file", where,
+                            "give a .parquet or .jsonl file, an Azure trace .csv or a Mooncake .jsonl")
+
+
+def workload_classes(workload: Workload, base_dir: Path) -> list[RequestClass]:
+    """The workload's request classes, after the readers' own checks. A file a reader was not written for (a
+    list in a length column, JSON nested thousands deep, a tokenizer folder without tokenizer files) raises
+    whatever pyarrow, json or transformers raise: it is bad input here, named with its file, not a traceback."""
+    from tuner.load.workload import classes_for, validate_workload
+
+    check_workload_files(workload, base_dir)
+    try:
+        validate_workload(workload, base_dir)
+        return classes_for(workload, base_dir)
+    except (SpecError, OSError):
+        raise
+    except Exception as exc:  # the readers' libraries (pyarrow, json, transformers) raise many kinds
+        spec = workload.trace or workload.dataset
+        if spec is None:
+            raise
+        key = "trace" if workload.trace is not None else "dataset"
+        frames = [f.filename for f in traceback.extract_tb(exc.__traceback__)]
+        tokenizer = isinstance(spec, Dataset) and spec.tokenizer is not None and any(
+            "transformers" in f or "tokenizers" in f for f in frames)
+        why = "it nests too deeply to read" if isinstance(exc, RecursionError) else \
+            f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+        if tokenizer:
+            raise SpecError(f"cannot load the tokenizer in {spec.tokenizer} ({why})", "workload.dataset.tokenizer",  # type: ignore[union-attr]
+                            "give a folder with the model's tokenizer files (tokenizer.json or tokenizer_config.json "
+                            "and its vocabulary), or leave tokenizer out to count words") from None
+        fix = ("give one number per row in arrival_s, input_len and output_len (docs/load.md)" if key == "trace" else
+               "give ShareGPT conversations, OpenAI messages, or name prompt_field/output_field (docs/load.md)")
+        raise SpecError(f"cannot read {key} {_workload_file(spec, base_dir)} ({why})", f"workload.{key}.path",
+                        fix) from None

@@ -13,6 +13,7 @@ from typing import Any
 from tuner.common.errors import SpecError
 from tuner.engines.base import LaunchSpec
 from tuner.search.space import Space, build_space
+from tuner.spec.load import special_file
 from tuner.spec.study import Study
 
 
@@ -114,8 +115,14 @@ def check_space_files(study: Study, base_dir: Path) -> None:
             continue
         path = Path(ref.file)
         places = [path] if path.is_absolute() else [base_dir / path, path, SPACES_DIR.parent / path]
-        if not any(p.is_file() for p in places):
-            where = f"search_space{'.' + engine if isinstance(study.search_space, dict) else ''}.file"
+        where = f"search_space{'.' + engine if isinstance(study.search_space, dict) else ''}.file"
+        found = next((p for p in places if p.is_file()), None)
+        odd = next((p for p in places if p.exists() or p.is_symlink()), None) if found is None else None
+        if odd is not None:  # there, but not a file: say what it is rather than "not found"
+            kind = "a folder" if odd.is_dir() else special_file(odd) or (
+                "a symbolic link to nothing" if odd.is_symlink() and not odd.exists() else "not a regular file")
+            raise SpecError(f"search-space file {odd} is {kind}", where, "give the path of a .yaml search-space file")
+        if found is None:
             looked = ", ".join(dict.fromkeys(str(p) for p in places))
             raise SpecError(f"search-space file {ref.file} not found (looked for {looked})",
                             where, "give a path relative to the study file, or leave file out for the built-in space")
@@ -181,8 +188,7 @@ def check_engines_installed(study: Study) -> None:
 
 def preflight(study: Study, base_dir: Path, out: Path) -> Space:
     """Every check a real run makes before it starts anything; all problems found are reported at once."""
-    from tuner.load.workload import classes_for, validate_workload
-    from tuner.run.checks import check_model_fits, check_model_path, check_workload_fits
+    from tuner.run.checks import check_model_fits, check_model_path, check_workload_fits, workload_classes
 
     errors: list[SpecError] = []
 
@@ -201,10 +207,9 @@ def preflight(study: Study, base_dir: Path, out: Path) -> Space:
     space = run(build_space, study, base_dir, where="search_space") if not errors else None
     if space is not None:
         run(check_satisfiable, space)
-    n = len(errors)
-    run(validate_workload, study.workload, base_dir, where="workload")
-    if len(errors) == n:
-        run(lambda: check_workload_fits(study, classes_for(study.workload, base_dir)), where="workload")
+    classes = run(workload_classes, study.workload, base_dir, where="workload")
+    if classes is not None:
+        run(check_workload_fits, study, classes, where="workload")
     n = len(errors)
     run(check_model_path, study, base_dir, where="model.name")
     if len(errors) == n:  # a path already refused is not checked twice

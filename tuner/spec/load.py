@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import stat
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -52,7 +53,10 @@ class _UniqueKeyLoader(yaml.SafeLoader):
             if key_node.tag == "tag:yaml.org,2002:merge":  # `<<`: merged keys may be overridden here
                 continue
             key = self.construct_object(key_node, deep=deep)
-            if isinstance(key, (str, int, float, bool)) and key in seen:
+            if not isinstance(key, (str, int, float, bool)) and key is not None:  # a list or mapping as a key
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"a {type(key).__name__} used as a key (keys are names)", key_node.start_mark)
+            if key in seen:
                 raise yaml.constructor.ConstructorError(
                     None, None, f"key {key!r} given twice in one mapping", key_node.start_mark)
             seen.add(key)
@@ -87,12 +91,33 @@ def _check_expansion(root: yaml.Node) -> None:
 MAX_FILE_BYTES = 16 * 2**20  # studies and space files are kilobytes
 
 
+def special_file(path: Path) -> str | None:
+    """What a path is when it is not a file one can read to its end without waiting: 'a named pipe' (open()
+    waits for a writer forever), 'a socket'; None for a regular file, a folder, a device or no file."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return None
+    if stat.S_ISFIFO(mode):
+        return "a named pipe"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return None
+
+
 def read_text(path: Path) -> str:
-    """A user file as text: a missing file, a folder, a binary or non-UTF-8 file is a located SpecError."""
+    """A user file as text: a missing file, a folder, a pipe, a binary or non-UTF-8 file is a located SpecError."""
     if not path.exists():
+        if path.is_symlink():  # exists() follows the link: a dangling link or a loop reads as "not found"
+            raise SpecError(f"{path} is a symbolic link to nothing (its target is missing, or the links loop)",
+                            str(path), "point the link at the file, or give the file's own path")
         raise SpecError(f"file not found: {path}", str(path), "check the path")
     if path.is_dir():
         raise SpecError(f"{path} is a folder, not a YAML file", str(path), "give the path of a .yaml file")
+    kind = special_file(path)
+    if kind is not None:
+        raise SpecError(f"{path} is {kind}, not a file (reading it would wait for a writer)", str(path),
+                        "save the text to a .yaml file and give that path")
     try:
         with path.open("rb") as f:  # bounded: /dev/zero or a huge log given by mistake must not fill memory
             data = f.read(MAX_FILE_BYTES + 1)
@@ -129,6 +154,9 @@ def load_yaml(path: Path) -> Any:
             what = context.removeprefix("while scanning ").removeprefix("while parsing ")
             mark, problem = start, f"{what} that starts here is never closed (the file ends first)"
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+        if "found another document" in problem:  # PyYAML says only "but found another document"
+            raise SpecError("a second YAML document (a '---' line) in one file", where,
+                            "keep one document: remove that '---' line (and merge what follows into the first)") from None
         raise SpecError(f"malformed YAML: {problem}", where, "fix the YAML syntax at that line") from None
 
 
