@@ -672,6 +672,7 @@ def fifo(name: str) -> Edit:
     def edit(c: Ctx) -> None:
         import os
 
+        (c.tmp / name).parent.mkdir(parents=True, exist_ok=True)
         os.mkfifo(c.tmp / name)
     return edit
 
@@ -739,6 +740,74 @@ CASES += [
     Case("dataset-tokenizer-empty", "dataset.tokenizer naming a folder without tokenizer files (crashed in transformers)",
          (file("d.jsonl", SHAREGPT), file("tok/README", "no tokenizer here"), dataset_at("d.jsonl", tokenizer="{tmp}/tok")),
          "workload.dataset.tokenizer: cannot load the tokenizer in {tmp}/tok (<*>) | fix: give a folder with the model's tokenizer files (tokenizer.json or tokenizer_config.json and its vocabulary), or leave tokenizer out to count words"),
+]
+
+MANIFEST_FIX = "use sha256sum output"
+CASES += [
+    # -- the model's files
+    Case("manifest-not-utf8", "a SHA-256 manifest that is not UTF-8 (crashed with UnicodeDecodeError)",
+         (model_dir({"weights.bin": b"hello"}), file("m.sha256", b"\xff\xfe junk\n"), put("model.sha256_manifest", "m.sha256")),
+         "model.sha256_manifest: SHA-256 manifest {tmp}/m.sha256 is not UTF-8 text (invalid start byte) | fix: use sha256sum output, saved as UTF-8"),
+    Case("manifest-named-pipe", "a SHA-256 manifest that is a named pipe (hung)",
+         (model_dir({"weights.bin": b"hello"}), fifo("m.sha256"), put("model.sha256_manifest", "m.sha256")),
+         "model.sha256_manifest: SHA-256 manifest {tmp}/m.sha256 is a named pipe, not a file | fix: give the sha256sum output saved to a file"),
+    Case("manifest-empty", "a SHA-256 manifest listing no files (verified nothing, silently)",
+         (model_dir({"weights.bin": b"hello"}), file("m.sha256", "# nothing yet\n"), put("model.sha256_manifest", "m.sha256")),
+         "model.sha256_manifest: SHA-256 manifest {tmp}/m.sha256 lists no files, so it verifies nothing | fix: save sha256sum output of the model's files there, or leave sha256_manifest out"),
+    Case("manifest-outside-model", "a manifest entry outside the model folder (../../etc/hostname)",
+         (model_dir({"weights.bin": b"hello"}), file("m.sha256", f"{SHA_OF_HELLO}  ../../etc/hostname\n"),
+          put("model.sha256_manifest", "m.sha256")),
+         "{tmp}/m.sha256:1: model file ../../etc/hostname listed in the manifest is outside the model folder | fix: list the model's files by their paths inside its folder (run sha256sum there)"),
+    Case("manifest-not-hex", "a manifest digest of 64 characters that are not hexadecimal (said 'does not match')",
+         (model_dir({"weights.bin": b"hello"}), file("m.sha256", "z" * 64 + "  weights.bin\n"), put("model.sha256_manifest", "m.sha256")),
+         "{tmp}/m.sha256:1: line 1: '" + "z" * 64 + "' is not a SHA-256 (64 hexadecimal digits) | fix: " + MANIFEST_FIX),
+    Case("manifest-lists-folder", "a manifest entry that is a folder (said 'model: cannot use ...: Is a directory')",
+         (model_dir({"weights.bin": b"hello"}), file("model/sub/x", ""), file("m.sha256", f"{SHA_OF_HELLO}  sub\n"),
+          put("model.sha256_manifest", "m.sha256")),
+         "{tmp}/m.sha256:1: model file sub listed in the manifest is not a regular file | fix: list files only (sha256sum output), not folders or pipes"),
+    Case("model-config-list", "a local model whose config.json is a JSON list (crashed with AttributeError)",
+         (model_dir({"config.json": b"[1, 2]"}),),
+         "model.name: {tmp}/model/config.json is not a JSON object of settings (got list) | fix: restore the model's config.json"),
+    Case("model-config-negative", "config.json with max_position_embeddings -1 (said 'give at most -1')",
+         (model_dir({"config.json": b'{"num_attention_heads": 32, "max_position_embeddings": -1}'}),),
+         "model.name: {tmp}/model/config.json: max_position_embeddings is -1, not a positive whole number | fix: restore the model's config.json"),
+    Case("model-config-deep", "config.json nested 100,000 lists deep (crashed with RecursionError)",
+         (model_dir({"config.json": DEEP_JSON.encode()}),),
+         "model.name: {tmp}/model/config.json is not valid JSON (nested too deeply) | fix: restore the model's config.json"),
+    # -- fixed, overrides and exclude: one role per parameter
+    Case("fixed-null", "search_space.fixed: {max_num_seqs: null} (crashed with TypeError)",
+         (put("search_space", {"fixed": {"max_num_seqs": None}}),),
+         "{study}: search_space.fixed: max_num_seqs is null, which sets nothing | fix: give a value, or list max_num_seqs under exclude to leave it to the engine's default"),
+    Case("fixed-list", "a fixed argument given a list (crashed with TypeError)", (put("search_space", {"fixed": {"max_num_seqs": [1, 2]}}),),
+         "search_space.fixed.max_num_seqs: the sim engine cannot take these arguments (TypeError: <*>) | fix: give each fixed argument a value of the kind the engine takes (a number, true/false or text)"),
+    Case("fixed-and-overridden", "a parameter both fixed and narrowed (the override was silently ignored)",
+         (put("search_space", {"fixed": {"max_num_seqs": 32}, "overrides": {"max_num_seqs": {"high": 64}}}),),
+         "{study}: search_space.overrides: max_num_seqs is both fixed and narrowed under overrides (the fixed value would win) | fix: keep max_num_seqs under fixed or under overrides, not both"),
+    Case("excluded-and-fixed", "a parameter both excluded and fixed", (put("search_space", {"fixed": {"max_num_seqs": 64}, "exclude": ["max_num_seqs"]}),),
+         "{study}: search_space.exclude: max_num_seqs is both excluded (the engine's default) and fixed to 64 | fix: keep it under fixed or under exclude, not both"),
+    Case("excluded-and-overridden", "a parameter both excluded and narrowed (said 'override of unknown parameter')",
+         (put("search_space", {"exclude": ["max_num_seqs"], "overrides": {"max_num_seqs": {"high": 64}}}),),
+         "{study}: search_space.overrides: max_num_seqs is both excluded and narrowed under overrides | fix: drop it from exclude to search it, or drop the override"),
+    Case("exclude-twice", "a parameter excluded twice (said 'cannot exclude unknown parameter')",
+         (put("search_space", {"exclude": ["max_num_seqs", "max_num_seqs"]}),),
+         "{study}: search_space.exclude: 'max_num_seqs' listed twice | fix: list each parameter once"),
+    # -- --resume and --log-only
+    Case("resume-nothing-there", "--resume on an output folder no study ran in (started a fresh study)", (cli("--resume"),),
+         "--resume: output folder {tmp}/out holds no study to resume (no state.json) | fix: give the --output of the stopped run, or leave --resume out to start the study afresh"),
+    Case("resume-state-folder", "--resume where state.json is a folder (crashed with IsADirectoryError)",
+         (out_file("state.json/x", ""), cli("--resume")),
+         "--resume: {tmp}/out/state.json is a folder, not the study's state.json | fix: " + RESUME_FIX),
+    Case("resume-state-named-pipe", "--resume where state.json is a named pipe (hung)", (fifo("out/state.json"), cli("--resume")),
+         "--resume: {tmp}/out/state.json is a named pipe, not the study's state.json | fix: " + RESUME_FIX),
+    Case("resume-trials-named-pipe", "--resume where trials.parquet is a named pipe (hung)",
+         (out_file("state.json", STATE.replace('"other"', '"bad"')), fifo("out/trials.parquet"), cli("--resume")),
+         "--resume: {tmp}/out/trials.parquet is a named pipe, not the study's trials.parquet | fix: " + RESUME_FIX),
+    Case("resume-state-deep", "--resume with a state.json nested 100,000 lists deep (crashed with RecursionError)",
+         (out_file("state.json", DEEP_JSON), cli("--resume")),
+         "--resume: {tmp}/out/state.json is not valid JSON (truncated or corrupt: nested too deeply) | fix: " + RESUME_FIX),
+    Case("log-only-with-study-flags", "--log-only with --dry-run and the study's flags (logged to MLflow anyway, ignoring them)",
+         (cli("--log-only", "{tmp}/out", "--dry-run"),),
+         "--log-only: --study, --output, --dry-run cannot go with --log-only, which only logs a study's output folder to MLflow (it runs, checks and promotes nothing) | fix: drop --study, --output, --dry-run (--mlflow-uri and -v may stay), or run the study without --log-only"),
 ]
 
 

@@ -48,13 +48,22 @@ def model_limits(study: Study, base_dir: Path) -> tuple[int | None, int | None, 
     simulator's catalogue; (None, None, '') when servetune cannot know them."""
     path = model_path(study, base_dir)
     if path is not None and (path / "config.json").is_file():
+        config = path / "config.json"
         try:
-            cfg: dict[str, Any] = json.loads((path / "config.json").read_text())
-        except (OSError, ValueError) as exc:
-            raise SpecError(f"{path / 'config.json'} is not valid JSON ({exc})", "model.name",
-                            "restore the model's config.json") from None
+            cfg: Any = json.loads(config.read_text()) if special_file(config) is None else None
+        except (OSError, ValueError, RecursionError) as exc:
+            why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+            raise SpecError(f"{config} is not valid JSON ({why})", "model.name", "restore the model's config.json") from None
+        if not isinstance(cfg, dict):
+            raise SpecError(f"{config} is not a JSON object of settings (got {type(cfg).__name__})", "model.name",
+                            "restore the model's config.json")
         cfg = cfg.get("text_config", cfg) if isinstance(cfg.get("text_config"), dict) else cfg
-        return cfg.get("num_attention_heads"), cfg.get("max_position_embeddings"), str(path / "config.json")
+        heads, longest = cfg.get("num_attention_heads"), cfg.get("max_position_embeddings")
+        for key, v in (("num_attention_heads", heads), ("max_position_embeddings", longest)):
+            if isinstance(v, int) and not isinstance(v, bool) and v < 1:  # a limit of -1 would be "give at most -1"
+                raise SpecError(f"{config}: {key} is {v}, not a positive whole number", "model.name",
+                                "restore the model's config.json")
+        return heads, longest, str(config)
     from tuner.sim.catalog import get_shape, shape_for
 
     try:
@@ -182,3 +191,46 @@ def workload_classes(workload: Workload, base_dir: Path) -> list[RequestClass]:
                "give ShareGPT conversations, OpenAI messages, or name prompt_field/output_field (docs/load.md)")
         raise SpecError(f"cannot read {key} {_workload_file(spec, base_dir)} ({why})", f"workload.{key}.path",
                         fix) from None
+
+
+RESUME_FIX = "restore the file from a backup, or start the study afresh in another --output"
+
+
+def check_resume_files(out: Path) -> None:
+    """What --resume reads in the output folder exists and is a plain file, before it is opened: a study never
+    started there has no state.json (the run would quietly start afresh in a folder the user thinks holds the
+    stopped one), a pipe would hang the read, a folder or JSON nested thousands deep would end in a traceback."""
+    state, trials = out / "state.json", out / "trials.parquet"
+    if not state.exists() and not state.is_symlink():
+        raise SpecError(f"output folder {out} holds no study to resume (no state.json)", "--resume",
+                        "give the --output of the stopped run, or leave --resume out to start the study afresh")
+    for path in (state, trials):
+        if not path.exists() and not path.is_symlink():
+            continue
+        kind = "a folder" if path.is_dir() else special_file(path) or (None if path.is_file() else "not a regular file")
+        if kind is not None:
+            raise SpecError(f"{path} is {kind}, not the study's {path.name}", "--resume", RESUME_FIX)
+    try:
+        json.loads(state.read_bytes())
+    except RecursionError:
+        raise SpecError(f"{state} is not valid JSON (truncated or corrupt: nested too deeply)", "--resume",
+                        RESUME_FIX) from None
+    except (OSError, ValueError):
+        pass  # check_resume names what else is wrong with it
+
+
+def read_json_object(path: Path, where: str, fix: str) -> dict[str, Any]:
+    """A JSON object from a file servetune wrote (state.json): anything else is a SpecError, never a hang
+    (a pipe), a RecursionError (deep nesting) or an AttributeError later (a list)."""
+    kind = "a folder" if path.is_dir() else special_file(path)
+    if kind is not None:
+        raise SpecError(f"{path} is {kind}, not a JSON file", where, fix)
+    try:
+        data = json.loads(path.read_bytes().decode("utf-8"))
+    except (OSError, ValueError, RecursionError) as exc:
+        why = "nested too deeply" if isinstance(exc, RecursionError) else getattr(exc, "strerror", None) or str(exc)
+        raise SpecError(f"{path} is not valid JSON (truncated or corrupt: {why})", where, fix) from None
+    if not isinstance(data, dict):
+        raise SpecError(f"{path} is not a JSON object (got {type(data).__name__}; not a servetune state file?)",
+                        where, fix)
+    return data

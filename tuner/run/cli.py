@@ -86,20 +86,21 @@ def load(args: argparse.Namespace) -> tuple[Study, dict[str, Any], Path]:
 
 def log_only(args: argparse.Namespace) -> int:
     """`--log-only OUTPUT`: a deferred study's folder to MLflow (tuner.tracking.deferred), under the folder's lock."""
-    import json
-
+    from tuner.run.checks import read_json_object
     from tuner.run.lock import OutputLock
     from tuner.tracking.credentials import strip_credentials, use_credentials
     from tuner.tracking.deferred import log_folder
     from tuner.tracking.mlflow_log import check_uri
 
     out = args.log_only.resolve()
-    try:
-        state = json.loads((out / "state.json").read_text())
-    except (OSError, ValueError):
-        raise SpecError(f"{out} holds no readable state.json", "--log-only",
-                        "give the output folder of a study run with --tracking deferred") from None
+    fix = "give the output folder of a study run with --tracking deferred"
+    if not (out / "state.json").is_file():
+        raise SpecError(f"{out} holds no readable state.json", "--log-only", fix)
+    state = read_json_object(out / "state.json", "--log-only", fix)
     uri = args.mlflow_uri or state.get("tracking_uri") or ""
+    if not isinstance(uri, str):
+        raise SpecError(f"{out / 'state.json'} has a tracking_uri that is not text ({uri!r})", "--log-only",
+                        "give the tracking URI with --mlflow-uri")
     check_uri(uri, "--mlflow-uri")
     lock = OutputLock(out)
     lock.acquire()  # exit 2 while the study (or another --log-only) holds the folder
@@ -127,6 +128,16 @@ def main(argv: list[str] | None = None) -> int:
     Interrupt.reset()
     try:
         if args.log_only is not None:
+            ignored = [flag for flag, value in (
+                ("--study", args.study), ("--output", args.output), ("--resume", args.resume), ("--dry-run", args.dry_run),
+                ("--trials", args.trials), ("--max-concurrent", args.max_concurrent), ("--seed", args.seed),
+                ("--executor", args.executor), ("--tracking", args.tracking), ("--no-promote", args.no_promote),
+            ) if value not in (None, False)]
+            if ignored:  # --log-only runs nothing: these would be ignored (--dry-run's "start nothing" broken)
+                raise SpecError(f"{', '.join(ignored)} cannot go with --log-only, which only logs a study's "
+                                "output folder to MLflow (it runs, checks and promotes nothing)", "--log-only",
+                                f"drop {', '.join(ignored)} (--mlflow-uri and -v may stay), or run the study "
+                                "without --log-only")
             return log_only(args)
         study, data, path = load(args)
         for line in study.warnings():
@@ -137,6 +148,10 @@ def main(argv: list[str] | None = None) -> int:
         from tuner.tracking.mlflow_log import check_uri, default_uri
 
         space = preflight(study, path.parent.resolve(), out)
+        if args.resume:
+            from tuner.run.checks import check_resume_files
+
+            check_resume_files(out)
         uri = args.mlflow_uri or study.tracking.mlflow_uri or ""
         if not uri and args.resume:  # the store the study was recorded in (an MLflow server given at the start)
             from tuner.run.resume_check import stored_uri

@@ -48,20 +48,40 @@ def check_model(study: Study, base_dir: Path) -> None:
 
 
 def verify_manifest(model_dir: Path, manifest: Path) -> None:
-    """Check model files against a `sha256sum`-style manifest (the seeds' advice for production)."""
+    """Check model files against a `sha256sum`-style manifest (the seeds' advice for production). A manifest
+    that lists nothing verifies nothing, and one naming files outside the model folder checks other files."""
     if not manifest.exists():
         raise SpecError(f"SHA-256 manifest {manifest} not found", "model.sha256_manifest", "check the path")
-    for i, line in enumerate(manifest.read_text().splitlines(), 1):
+    kind = "a folder" if manifest.is_dir() else special_file(manifest)
+    if kind is not None:
+        raise SpecError(f"SHA-256 manifest {manifest} is {kind}, not a file", "model.sha256_manifest",
+                        "give the sha256sum output saved to a file")
+    try:
+        lines = manifest.read_bytes().decode("utf-8").splitlines()
+    except UnicodeDecodeError as exc:
+        raise SpecError(f"SHA-256 manifest {manifest} is not UTF-8 text ({exc.reason})", "model.sha256_manifest",
+                        "use sha256sum output, saved as UTF-8") from None
+    checked = 0
+    for i, line in enumerate(lines, 1):
         if not line.strip() or line.startswith("#"):
             continue
         parts = line.split(maxsplit=1)
         if len(parts) != 2 or len(parts[0]) != 64:
             raise SpecError(f"line {i} is not '<sha256>  <file>'", f"{manifest}:{i}", "use sha256sum output")
         digest, name = parts[0].lower(), parts[1].strip().lstrip("*")
+        if not all(c in "0123456789abcdef" for c in digest):
+            raise SpecError(f"line {i}: {parts[0]!r} is not a SHA-256 (64 hexadecimal digits)", f"{manifest}:{i}",
+                            "use sha256sum output")
         f = model_dir / name
+        if Path(name).is_absolute() or ".." in Path(name).parts:
+            raise SpecError(f"model file {name} listed in the manifest is outside the model folder", f"{manifest}:{i}",
+                            "list the model's files by their paths inside its folder (run sha256sum there)")
         if not f.exists():
             raise SpecError(f"model file {name} listed in the manifest is missing", f"{manifest}:{i}",
                             "restore the file or regenerate the manifest")
+        if not f.is_file():
+            raise SpecError(f"model file {name} listed in the manifest is not a regular file", f"{manifest}:{i}",
+                            "list files only (sha256sum output), not folders or pipes")
         h = hashlib.sha256()
         with f.open("rb") as fh:
             for chunk in iter(lambda: fh.read(1 << 20), b""):
@@ -69,6 +89,10 @@ def verify_manifest(model_dir: Path, manifest: Path) -> None:
         if h.hexdigest() != digest:
             raise SpecError(f"SHA-256 of {name} does not match the manifest (file changed or corrupt)",
                             f"{manifest}:{i}", "re-download the model from a trusted source")
+        checked += 1
+    if not checked:
+        raise SpecError(f"SHA-256 manifest {manifest} lists no files, so it verifies nothing", "model.sha256_manifest",
+                        "save sha256sum output of the model's files there, or leave sha256_manifest out")
 
 
 def check_engines(study: Study, space: Space) -> None:
@@ -88,9 +112,15 @@ def check_engines(study: Study, space: Space) -> None:
         # defaults, then every choice of every categorical param (precision, speculative method, layout...)
         # folded into engine args as a trial launches them: the engine's parser sees each one
         launch = LaunchSpec.for_check(study.model, engine.run_settings(study))
-        for probe, args in sp.probes():
+        try:
+            probes = sp.probes()
+        except (TypeError, ValueError, ArithmeticError) as exc:  # the constraints met a value of the wrong kind
+            raise _choked(name, exc, "defaults", where if sp.fixed else where.removesuffix(".fixed"), sp.fixed) from None
+        for probe, args in probes:
             try:
                 engine.check_args(args, launch)
+            except (TypeError, ValueError, ArithmeticError) as exc:  # an engine's own check choked on a value
+                raise _choked(name, exc, probe, where if sp.fixed else where.removesuffix(".fixed"), sp.fixed) from None
             except SpecError as exc:  # engines say "args.<name>"; the user wrote it under search_space.fixed
                 key = exc.where.removeprefix("args.")
                 if exc.where.startswith("args.") and key in sp.fixed:
@@ -98,6 +128,17 @@ def check_engines(study: Study, space: Space) -> None:
                 if probe != "defaults":
                     raise SpecError(f"{exc.what} (with {probe})", exc.where, exc.fix) from None
                 raise
+
+
+def _choked(engine: str, exc: Exception, probe: str, where: str, fixed: dict[str, Any]) -> SpecError:
+    """A value of a kind the engine's arguments or the space's constraints cannot use (a list where a number
+    belongs) made a check raise a plain TypeError/ValueError: bad input, named (the fixed argument too, when
+    only one is a list or mapping)."""
+    odd = [k for k, v in fixed.items() if isinstance(v, list | dict)]
+    where = f"{where}.{odd[0]}" if len(odd) == 1 and where.endswith(".fixed") else where
+    what = f"the {engine} engine cannot take these arguments ({type(exc).__name__}: {str(exc)[:200]})"
+    return SpecError(what + ("" if probe == "defaults" else f" (with {probe})"), where,
+                     "give each fixed argument a value of the kind the engine takes (a number, true/false or text)")
 
 
 def check_space_files(study: Study, base_dir: Path) -> None:

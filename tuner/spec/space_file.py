@@ -159,3 +159,27 @@ class SearchSpaceRef(Strict):
     fixed: dict[str, Any] = {}  # engine args set for every trial and not searched
     exclude: list[str] = []  # params of the file not to search (engine default used)
     constraints: list[Constraint] = []  # added to the file's
+
+    @model_validator(mode="after")
+    def _one_role(self) -> SearchSpaceRef:
+        """A parameter has one role: narrowed (overrides), pinned (fixed) or left to the engine (exclude). Given
+        two, one was silently ignored (fixed won over an override; an excluded one read as unknown)."""
+        for name, v in self.fixed.items():
+            if v is None:
+                raise ValueError(f"fixed: {name} is null, which sets nothing | fix: give a value, or list {name} "
+                                 "under exclude to leave it to the engine's default")
+        twice = sorted({n for n in self.exclude if self.exclude.count(n) > 1})
+        if twice:
+            raise ValueError(f"exclude: {twice[0]!r} listed twice | fix: list each parameter once")
+        for name in self.overrides:
+            if name in self.fixed:
+                raise ValueError(f"overrides: {name} is both fixed and narrowed under overrides (the fixed value "
+                                 f"would win) | fix: keep {name} under fixed or under overrides, not both")
+            if name in self.exclude:
+                raise ValueError(f"overrides: {name} is both excluded and narrowed under overrides | fix: drop "
+                                 "it from exclude to search it, or drop the override")
+        both = [n for n in self.exclude if n in self.fixed]
+        if both:
+            raise ValueError(f"exclude: {both[0]} is both excluded (the engine's default) and fixed to "
+                             f"{self.fixed[both[0]]!r} | fix: keep it under fixed or under exclude, not both")
+        return self
