@@ -46,6 +46,9 @@ class PromotionResult:
     gain: float | None = None  # worst_objective / baseline_worst_objective: the figure every output quotes
     alias: str | None = None  # the registered model alias moved to this version
     spec_schedule: dict[str, Any] | None = None  # per-batch-size speculative tokens: chosen or why not
+    trial_ids: list[str] = field(default_factory=list)  # the study's trials this promotion chose from
+    settings: str = ""  # the study's promotion block it ran under (promotion.json; a resume compares it)
+    reused: bool = False  # read back from promotion.json by a resume that found nothing new to promote
 
 
 def promote_study(
@@ -67,6 +70,7 @@ def promote_study(
     figures: dict[str, Any] = {"defaults_won": selection.defaults_won, "noise": selection.noise, "gain": selection.gain,
                "baseline_worst_objective": selection.baseline.worst_objective
                if selection.baseline is not None and not selection.baseline.dropped else None}
+    basis: dict[str, Any] = {"trial_ids": sorted(t.trial_id for t in trials), "settings": promotion_settings(study)}
     client = MlflowClient(tracking_uri=tracking_uri, registry_uri=tracking_uri)
     run = client.create_run(
         _experiment_id(client, study, parent_run_id),
@@ -84,13 +88,14 @@ def promote_study(
             client.set_tag(run_id, "servetune.defaults_won", str(selection.defaults_won).lower())
             client.log_param(run_id, "reason", selection.reason[:6000])
             result = PromotionResult(False, selection.reason, None, [], None, None, None, None, run_id, summary,
-                                     **figures)
+                                     **figures, **basis)
             _write_summary(output_dir, result)
             client.set_terminated(run_id)
             return result
         result = _register(client, study, selection.winner, selection.reason, summary, output_dir=output_dir,
                            tracking_uri=tracking_uri, parent_run_id=parent_run_id, run_id=run_id,
-                           set_alias=set_alias, figures=figures, extra_tags=extra_tags or {}, trials=trials)
+                           set_alias=set_alias, figures={**figures, **basis}, extra_tags=extra_tags or {},
+                           trials=trials)
         client.set_terminated(run_id)
         return result
     except BaseException:
@@ -224,6 +229,7 @@ def _write_summary(output_dir: Path, result: PromotionResult) -> Path:
         "serve_config": str(result.serve_config) if result.serve_config else None,
         "candidates": result.candidates,
         "spec_schedule": result.spec_schedule,
+        "trial_ids": result.trial_ids, "settings": result.settings,
     }
     output_dir.mkdir(parents=True, exist_ok=True)
     path = output_dir / SUMMARY_FILE
@@ -231,3 +237,38 @@ def _write_summary(output_dir: Path, result: PromotionResult) -> Path:
     tmp.write_text(json.dumps(data, indent=2, default=str))
     os.replace(tmp, path)
     return path
+
+
+def promotion_settings(study: Study) -> str:
+    """The promotion block as the selection read it: a resume re-promotes only when it changed."""
+    return json.dumps(study.promotion.model_dump(mode="json"), sort_keys=True)
+
+
+def previous_promotion(study: Study, trials: list[TrialResult], output_dir: Path,
+                       tracking_uri: str) -> PromotionResult | None:
+    """The promotion an earlier run of this study finished over exactly these trials under the same promotion
+    settings, read back from promotion.json (None otherwise). A resume that ran no new trial uses it instead of
+    re-running every confirmation and registering the same config as a new version."""
+    try:
+        data = json.loads((output_dir / SUMMARY_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("trial_ids") != sorted(t.trial_id for t in trials) \
+            or data.get("settings") != promotion_settings(study) or not data.get("run_id"):
+        return None
+    try:  # the promotion run ends FINISHED only once registry, promoted.yaml and alias are done
+        if MlflowClient(tracking_uri=tracking_uri).get_run(data["run_id"]).info.status != "FINISHED":
+            return None
+    except Exception:  # noqa: BLE001 - not in this store, or MLflow down: promote again
+        return None
+    path = output_dir / PROMOTED_FILE
+    if data.get("promoted") and not path.exists():
+        return None
+    trial = next((t for t in trials if t.trial_id == data.get("trial_id")), None)
+    return PromotionResult(
+        bool(data.get("promoted")), str(data.get("reason", "")), trial, [], data.get("worst_objective"),
+        data.get("model_name"), data.get("model_version"), path if data.get("promoted") else None, data["run_id"],
+        data.get("candidates") or [], bool(data.get("defaults_won")), data.get("baseline_worst_objective"),
+        data.get("noise"), data.get("gain"), data.get("alias"), data.get("spec_schedule"),
+        data["trial_ids"], data["settings"], reused=True)
+

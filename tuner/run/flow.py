@@ -97,11 +97,16 @@ def run_study(study: Study, data: dict[str, Any], study_path: Path, space: Space
             status = "KILLED"
             return interrupted(study, study_path, out, len(trials))
         promotion = None
-        _remove(out, *PROMOTION_FILES)  # this run's promotion writes them again; none stays from an older one
         if run.untracked and promote:  # the registry would point at trials MLflow has no run for
             print(f"not promoting: {len(run.untracked)} trial(s) are not in MLflow yet", file=sys.stderr)
             promote = False
-        if promote:  # with no feasible trial too: the promotion run and promotion.json record why nothing is
+        if promote and resume:  # a finished study resumed: its promotion stands unless trials or settings changed
+            from tuner.promote.pipeline import previous_promotion
+
+            promotion = previous_promotion(study, trials, out, uri)
+        if promotion is None:
+            _remove(out, *PROMOTION_FILES)  # this run's promotion writes them again; none stays from an older one
+        if promote and promotion is None:  # with no feasible trial too: the promotion run records why nothing is
             from tuner.promote import promote_study
 
             confirm = (executor.confirmer(study, data, out, base_dir)

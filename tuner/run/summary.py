@@ -70,7 +70,8 @@ def print_summary(study: Study, trials: list[TrialResult], out: Path, uri: str, 
         print("  no config met the SLA")
     if promotion is not None:
         reason = promotion.reason.removeprefix("nothing promoted: ")
-        print(f"  promotion: {'promoted' if promotion.promoted else 'nothing promoted'}: {reason}")
+        again = " (by the earlier run, over the same trials: nothing re-run)" if getattr(promotion, "reused", False) else ""
+        print(f"  promotion{again}: {'promoted' if promotion.promoted else 'nothing promoted'}: {reason}")
         if promotion.gain is not None:
             print(f"    gain over the defaults: {promotion.gain:.3f}x (confirmed worst cases, same seeds)")
         if promotion.model_version:
