@@ -125,3 +125,24 @@ def test_live_view_on_a_real_terminal_and_plain_lines_on_a_pipe(tmp_path: Path) 
     plain = _run(tmp_path, tty=False)
     assert "\x1b[" not in plain and "running trials" not in plain
     assert plain.splitlines()[0] == "[servetune] trial t000 started (sim) max_num_seqs=256"
+
+
+def test_a_study_stopped_by_ctrl_c_ends_with_stopped_not_finished(tmp_path: Path) -> None:
+    """Seen in the audit: Ctrl-C mid-study printed 'study finished: done 6/30, running 1' (the trial was stopped)."""
+    import signal
+
+    from tuner.search.signals import Interrupt
+
+    out = io.StringIO()
+    Interrupt.reset()
+    try:
+        with StudyProgress(30, None, stream=out) as progress:
+            progress.trial_started("t000", "sim", {})
+            progress.trial_finished(make_trial(tmp_path, 0, TrialOutcome.OK, tput=1000, p99=300, baseline=True))
+            progress.trial_started("t001", "sim", {"max_num_seqs": 512})
+            Interrupt.signum = signal.SIGINT
+    finally:
+        Interrupt.reset()
+    last = out.getvalue().splitlines()[-1]
+    assert last.startswith("[servetune] study stopped by Ctrl-C (SIGINT): done 1/30, running 0"), last
+    assert last.endswith("; 1 running trial(s) stopped unfinished"), last

@@ -127,7 +127,21 @@ class StudyProgress:
             self._live.stop()
             self._live = None
         else:
-            self._emit("study finished: " + self.summary_line())
+            self._emit(self._end_line())
+
+    def _end_line(self) -> str:
+        """The last line: a study stopped by a signal (or a fault) is not 'finished', and the trials that were
+        running then are stopped, not running."""
+        from tuner.search.signals import Interrupt
+
+        if Interrupt.signum is None and Interrupt.failure is None:
+            return "study finished: " + self.summary_line()
+        with self._lock:
+            stopped = len(self.running)
+            self.running.clear()
+        why = Interrupt.name() if Interrupt.signum is not None else "a fault"
+        return (f"study stopped by {why}: " + self.summary_line()
+                + (f"; {stopped} running trial(s) stopped unfinished" if stopped else ""))
 
     def _emit(self, line: str) -> None:
         if self._live is not None:
