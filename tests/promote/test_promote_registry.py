@@ -167,6 +167,14 @@ def test_cli_trial_registers_the_named_trial_apart_from_the_selected_winner(stor
     assert client.get_model_version("picked-config", "2").tags["servetune.trial_id"] == "t001"
     code, out, err = _cli(capsys, "--study-run", study_run, "--mlflow-uri", uri, "--trial", "baseline")
     assert code == 0 and "promoted already: picked-config version 1" in out, out + err
+    # asked again with --output (as scripts/h200/failover_demo.sh does): the registered files land there; they
+    # used to be missing while the command said exit 0
+    again = tmp_path / "b-again"
+    code, out, err = _cli(capsys, "--study-run", study_run, "--mlflow-uri", uri, "--trial", "baseline",
+                          "--output", str(again))
+    assert code == 0 and "promoted already: picked-config version 1" in out, out + err
+    assert (again / "promoted.yaml").read_text() == (tmp_path / "b" / "promoted.yaml").read_text()
+    assert json.loads((again / "promotion.json").read_text())["trial_id"] == "t000"
     code, out, err = _cli(capsys, "--study-run", study_run, "--mlflow-uri", uri, "--trial", "t999")
     assert code == 2 and "no trial 't999'" in err and "t000 (baseline)" in err, err
     code, out, err = _cli(capsys, "--study-run", study_run, "--mlflow-uri", uri, "--canary-seconds", "5")

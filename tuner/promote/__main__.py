@@ -46,7 +46,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--deploy", action="store_true", help="deploy to the running Ray Serve as the staging app")
     p.add_argument("--trial", metavar="ID", help="register (and deploy) this trial of the study instead of the "
                    "selected winner; 'baseline' for the engine defaults (e.g. a known-good staging to roll back to)")
-    p.add_argument("--output", metavar="DIR", type=folder_arg, help="where promoted.yaml goes (default: outputs/)")
+    p.add_argument("--output", metavar="DIR", type=folder_arg, help="where promoted.yaml and promotion.json go (default: outputs/promote-<first 8 characters of the "
+                   "study run id>/); for a study run promoted already, its registered files are copied here")
     p.add_argument("--no-alias", action="store_true",
                    help="register the version and write promoted.yaml but leave the staging alias where it is "
                         "(a failover side, a config to inspect); not with --deploy, which moves staging")
@@ -231,6 +232,9 @@ def _promote(args: argparse.Namespace, uri: str,
     if found is not None:
         print(f"study run {args.study_run} was promoted already: {name} version {found.version} "
               f"(trial {found.tags.get('servetune.trial_id')})")
+        if args.output is not None:  # asked for its files: the version's own, not nothing (exit 0 all the same)
+            saved = _save_version_files(registry, found, args.output)
+            print(f"  its Serve config: {saved}")
         return name, str(found.version), study
     out = args.output or Path("outputs") / f"promote-{args.study_run[:8]}"
     result = promote_study(study, [picked] if picked else trials, output_dir=out, tracking_uri=uri,
@@ -242,6 +246,22 @@ def _promote(args: argparse.Namespace, uri: str,
     alias = f", alias {result.alias} -> version {result.model_version}" if result.alias else ""
     print(f"  registered {result.model_name} version {result.model_version}{alias}; Serve config {result.serve_config}")
     return name, result.model_version, study
+
+
+def _save_version_files(registry: ConfigRegistry, version: ModelVersion, out: Path) -> Path:
+    """The registered version's promoted.yaml and promotion.json, copied into `out`."""
+    import shutil
+    import tempfile
+
+    from tuner.promote.pipeline import PROMOTED_FILE, SUMMARY_FILE
+
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = registry.download(version, Path(tmp))
+        for name in (PROMOTED_FILE, SUMMARY_FILE):
+            if (folder / name).exists():
+                shutil.copyfile(folder / name, out / name)
+    return out / PROMOTED_FILE
 
 
 def _picked(trials: list[TrialResult], ref: str) -> TrialResult:
