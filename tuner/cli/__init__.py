@@ -55,4 +55,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     servetune_front()  # usage lines and suggested commands say `servetune <command>`
     module = importlib.import_module(COMMANDS[args[0]][0])
     status = module.main(args[1:])
+    if args[0] == "run":
+        from tuner.run.local_ray import finish_quietly
+
+        finish_quietly()  # a signal now must not cut Ray's atexit shutdown short
     return int(status or 0)

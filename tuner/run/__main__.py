@@ -1,5 +1,8 @@
 """`python -m tuner.run`."""
 
 from tuner.run.cli import main
+from tuner.run.local_ray import finish_quietly
 
-raise SystemExit(main())
+code = main()
+finish_quietly()  # a signal now must not cut Ray's atexit shutdown short
+raise SystemExit(code)

@@ -138,6 +138,9 @@ def run_study(study: Study, data: dict[str, Any], study_path: Path, space: Space
             except Exception as exc:  # noqa: BLE001 - MLflow down at the end: the files are all in the output folder
                 log.warning("study outputs not logged to MLflow: %s", str(exc)[:300])
                 run.untracked = run.untracked or ["study outputs"]
+        from tuner.run.local_ray import finish_quietly
+
+        finish_quietly()  # the study is done: a Ctrl-C now must not make it exit 130, 'nothing promoted'
         print_summary(study, trials, out, uri, promotion, run.rejected, time.monotonic() - t0,
                       parent_run_id=parent or None, mlflow_view=tracker.view_path if tracker else None)
         status = "FINISHED"

@@ -54,3 +54,24 @@ def _keep_loopback() -> None:
     services.resolve_ip_for_localhost = keep
     if hasattr(worker, "services"):
         worker.services.resolve_ip_for_localhost = keep
+
+
+def finish_quietly() -> None:
+    """Call once the study is done, before the interpreter exits: a Ctrl-C or SIGTERM while Ray's atexit
+    shutdown runs used to cut it short (a KeyboardInterrupt traceback after the summary, the raylet's agents
+    left running). From here a first signal is only noted; a second one ends the process as signals do."""
+    import signal
+    import sys
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def late(signum: int, frame: Any) -> None:
+        print("servetune: the study is done; stopping Ray (send it again to quit at once)", file=sys.stderr,
+              flush=True)
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, signal.SIG_DFL)
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, late)
