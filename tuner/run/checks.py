@@ -9,6 +9,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from tuner.common.errors import SpecError
 from tuner.spec.load import special_file
 from tuner.spec.study import Study
@@ -187,6 +189,10 @@ def workload_classes(workload: Workload, base_dir: Path) -> list[RequestClass]:
             raise SpecError(f"cannot load the tokenizer in {spec.tokenizer} ({why})", "workload.dataset.tokenizer",  # type: ignore[union-attr]
                             "give a folder with the model's tokenizer files (tokenizer.json or tokenizer_config.json "
                             "and its vocabulary), or leave tokenizer out to count words") from None
+        if isinstance(exc, ValidationError):  # a request class built from the file's rows (its cls names)
+            what, _, fix = exc.errors()[0]["msg"].removeprefix("Value error, ").partition(" | fix: ")
+            raise SpecError(f"{key} {_workload_file(spec, base_dir)}: {what}", f"workload.{key}.path",
+                            fix or "check the file's rows (docs/load.md)") from None
         fix = ("give one number per row in arrival_s, input_len and output_len (docs/load.md)" if key == "trace" else
                "give ShareGPT conversations, OpenAI messages, or name prompt_field/output_field (docs/load.md)")
         raise SpecError(f"cannot read {key} {_workload_file(spec, base_dir)} ({why})", f"workload.{key}.path",
@@ -234,3 +240,16 @@ def read_json_object(path: Path, where: str, fix: str) -> dict[str, Any]:
         raise SpecError(f"{path} is not a JSON object (got {type(data).__name__}; not a servetune state file?)",
                         where, fix)
     return data
+
+
+def check_objective_classes(study: Study, classes: list[RequestClass]) -> None:
+    """A per-class objective (class.<name>.<key>) names a class the workload has: another name would leave
+    every trial's objective empty and the whole study unranked."""
+    names = [c.name for c in classes]
+    for key in ("metric", "latency_metric"):
+        value = getattr(study.objective, key)
+        if value.startswith("class."):
+            name = value.removeprefix("class.").partition(".")[0]
+            if name not in names:
+                raise SpecError(f"objective {value!r} names class {name!r}, which the workload does not have",
+                                f"objective.{key}", f"use one of the workload's classes: {names[:20]}")

@@ -152,6 +152,9 @@ def main(argv: list[str] | None = None) -> int:
             from tuner.run.checks import check_resume_files
 
             check_resume_files(out)
+        if args.mlflow_uri is not None and not args.mlflow_uri.strip() and args.mlflow_uri:
+            raise SpecError("the tracking URI is blank (only spaces)", "--mlflow-uri", "give a tracking URI, or leave the flag out for SQLite in the "
+                            "output folder")
         uri = args.mlflow_uri or study.tracking.mlflow_uri or ""
         if not uri and args.resume:  # the store the study was recorded in (an MLflow server given at the start)
             from tuner.run.resume_check import stored_uri

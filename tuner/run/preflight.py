@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import os
 import shutil
@@ -125,9 +126,13 @@ def check_engines(study: Study, space: Space) -> None:
                 key = exc.where.removeprefix("args.")
                 if exc.where.startswith("args.") and key in sp.fixed:
                     raise SpecError(exc.what, f"{where}.{key}", exc.fix) from None
+                at = exc.where
+                if exc.where.startswith("args.") and key in sp.params:  # a value of the space: where it was written
+                    base = where.removesuffix(".fixed")
+                    at = f"{base}.overrides.{key}" if key in study.space_ref(name).overrides else f"{base}.file params.{key}"
                 if probe != "defaults":
-                    raise SpecError(f"{exc.what} (with {probe})", exc.where, exc.fix) from None
-                raise
+                    raise SpecError(f"{exc.what} (with {probe})", at, exc.fix) from None
+                raise SpecError(exc.what, at, exc.fix) from None
 
 
 def _choked(engine: str, exc: Exception, probe: str, where: str, fixed: dict[str, Any]) -> SpecError:
@@ -170,34 +175,87 @@ def check_space_files(study: Study, base_dir: Path) -> None:
 
 
 def check_satisfiable(space: Space) -> None:
-    """Reject constraints that together leave no value (e.g. `a <= 32` and `a >= 64`), by narrowing ranges."""
+    """Reject constraints that together leave no value (e.g. `a <= 32` and `a >= 64`), by narrowing ranges;
+    `==` intersects them, `!=` removes a categorical's choices, and `a < a` never holds."""
     for name, sp in space.engines.items():
+        prefix = f"search_space{'.' + name if space.joint else ''}"
+        n_file = len(sp.constraints) - (len(sp.study.space_ref(name).constraints) if sp.study is not None else 0)
+        loc = functools.partial(_constraint_at, prefix, n_file)
         bounds: dict[str, list[float]] = {"max_model_len": [sp.max_model_len] * 2}
         for k, v in sp.fixed.items():
             if isinstance(v, (int, float)) and not isinstance(v, bool):
                 bounds[k] = [float(v), float(v)]
+        left: dict[str, list[Any]] = {}  # categorical choices `!=` has not ruled out
         for k, p in sp.params.items():
             nums = [c for c in p.choices or [] if isinstance(c, (int, float)) and not isinstance(c, bool)]
             if p.type in ("int", "float"):
                 bounds[k] = [float(p.low), float(p.high)]  # type: ignore[arg-type]
             elif p.type == "categorical" and nums and len(nums) == len(p.choices or []):
                 bounds[k] = [float(min(nums)), float(max(nums))]
-        hard = [c for c in sp.constraints if c.action == "reject" and not c.when]
+                left[k] = list(nums)
+        hard = [(i, c) for i, c in enumerate(sp.constraints) if c.action == "reject" and not c.when]
+        for i, c in hard:
+            lhs, op, rhs = c.parts()
+            if lhs == rhs and op in ("<", ">", "!="):  # `a < a`: no value is smaller than itself
+                raise SpecError(f"constraint {c.require!r} can never hold (a value compared with itself)", loc(i),
+                                "compare two different parameters, or drop the constraint")
         for _ in range(10):  # a few sweeps of interval narrowing reach a fixed point for these small sets
-            for c in hard:
+            for _i, c in hard:
                 lhs, op, rhs = c.parts()
                 a, b = _interval(lhs, bounds), _interval(rhs, bounds)
-                if a is None or b is None or op in ("==", "!="):
+                if a is None or b is None:
                     continue
-                if op in ("<=", "<"):  # a <= b: a.high <= b.high, b.low >= a.low
+                if op == "!=":
+                    for var, other in ((lhs, b), (rhs, a)):
+                        if var in left and other[0] == other[1]:
+                            left[var] = [v for v in left[var] if v != other[0]]
+                            if not left[var]:
+                                a[0], a[1] = 1.0, 0.0  # empty: reported below
+                elif op == "==":
+                    lo, hi = max(a[0], b[0]), min(a[1], b[1])
+                    a[0], a[1], b[0], b[1] = lo, hi, lo, hi
+                elif op in ("<=", "<"):  # a <= b: a.high <= b.high, b.low >= a.low
                     a[1], b[0] = min(a[1], b[1]), max(b[0], a[0])
                 else:
                     a[0], b[1] = max(a[0], b[0]), min(b[1], a[1])
                 if a[0] > a[1] or b[0] > b[1]:
-                    names = ", ".join(repr(x.require) for x in hard)
+                    if len(hard) == 1:
+                        raise SpecError(f"constraint {c.require!r} can never hold within the parameter ranges",
+                                        loc(hard[0][0]), "widen the ranges or drop the constraint")
+                    names = ", ".join(repr(x.require) for _, x in hard)
                     raise SpecError(f"the {name} constraints contradict each other: no value meets all of {names}",
-                                    f"search_space{'.' + name if space.joint else ''}.constraints",
-                                    "drop or loosen one of them")
+                                    f"{prefix}.constraints", "drop or loosen one of them")
+
+
+def _constraint_at(prefix: str, n_file: int, i: int) -> str:
+    """Where constraint i of an engine's space was written: the space file's list, then the study's."""
+    return f"{prefix}.constraints[{i - n_file}]" if i >= n_file else f"{prefix}.file constraints[{i}]"
+
+
+def check_conditions_acyclic(space: Space) -> None:
+    """A `when` on the parameter itself, or conditions that go round (a when b, b when a), make a knob's
+    activity depend on its own value: refused rather than sampled in whatever order the search picks."""
+    for name, sp in space.engines.items():
+        prefix = f"search_space{'.' + name if space.joint else ''}"
+        deps = {k: set(p.when or {}) & set(sp.params) for k, p in sp.params.items()}
+        for start in deps:
+            reach = _reach(deps, start)
+            if start in reach:
+                ring = [d for d in deps if d != start and d in reach and start in _reach(deps, d)]
+                raise SpecError(f"{start}'s condition depends on {start} itself ({' -> '.join([start, *ring, start])})",
+                                f"{prefix}.file params.{start}.when", f"condition {start} on other parameters only")
+
+
+def _reach(deps: dict[str, set[str]], start: str) -> set[str]:
+    """Every parameter `start`'s condition depends on, directly or through others."""
+    seen: set[str] = set()
+    todo = list(deps.get(start, set()))
+    while todo:
+        cur = todo.pop()
+        if cur not in seen:
+            seen.add(cur)
+            todo += deps.get(cur, set())
+    return seen
 
 
 def _interval(token: str, bounds: dict[str, list[float]]) -> list[float] | None:
@@ -229,7 +287,13 @@ def check_engines_installed(study: Study) -> None:
 
 def preflight(study: Study, base_dir: Path, out: Path) -> Space:
     """Every check a real run makes before it starts anything; all problems found are reported at once."""
-    from tuner.run.checks import check_model_fits, check_model_path, check_workload_fits, workload_classes
+    from tuner.run.checks import (
+        check_model_fits,
+        check_model_path,
+        check_objective_classes,
+        check_workload_fits,
+        workload_classes,
+    )
 
     errors: list[SpecError] = []
 
@@ -248,9 +312,11 @@ def preflight(study: Study, base_dir: Path, out: Path) -> Space:
     space = run(build_space, study, base_dir, where="search_space") if not errors else None
     if space is not None:
         run(check_satisfiable, space)
+        run(check_conditions_acyclic, space)
     classes = run(workload_classes, study.workload, base_dir, where="workload")
     if classes is not None:
         run(check_workload_fits, study, classes, where="workload")
+        run(check_objective_classes, study, classes)
     n = len(errors)
     run(check_model_path, study, base_dir, where="model.name")
     if len(errors) == n:  # a path already refused is not checked twice

@@ -194,7 +194,7 @@ def validate(model: type[M], data: Any, source: str) -> M:
 def _lines(exc: ValidationError) -> list[tuple[str, str, str]]:
     """(key path, what, fix) of each pydantic error, one union branch kept."""
     lines = []
-    errors = _one_branch(exc.errors())
+    errors = _one_branch(_scalar_unions(exc.errors()))
     if any(e["type"] not in _BRANCH_NOISE for e in errors):
         errors = [e for e in errors if e["type"] not in _BRANCH_NOISE]
     for err in errors:
@@ -214,6 +214,35 @@ def _lines(exc: ValidationError) -> list[tuple[str, str, str]]:
             msg = f"missing {err.get('ctx', {}).get('discriminator', 'the kind')} (which distribution)"
         lines.append((loc, msg, fix or _FIXES.get(err["type"], "see the documented schema (docs/study.md)")))
     return lines
+
+
+_SCALARS = {"int", "float", "str", "bool"}  # pydantic's branch names for `int | float | str | bool`
+
+
+def _scalar_unions(errors: list[Any]) -> list[Any]:
+    """A value that fits no branch of a scalar union (a choice of null, a list) fails each branch in turn:
+    "choices[1].int: Input should be a valid integer (also: .float ...; .str ...)". One error says it instead;
+    a lone scalar branch (`engine: str | list[str]` given true) keeps its message without the branch's name."""
+    groups: dict[tuple[Any, ...], set[str]] = {}
+    for e in errors:
+        if e["loc"] and e["loc"][-1] in _SCALARS:
+            groups.setdefault(tuple(e["loc"][:-1]), set()).add(e["loc"][-1])
+    out: list[Any] = []
+    done: set[tuple[Any, ...]] = set()
+    for e in errors:
+        loc = tuple(e["loc"])
+        if not loc or loc[-1] not in _SCALARS:
+            out.append(e)
+        elif len(groups[loc[:-1]]) < 3:
+            out.append({**e, "loc": loc[:-1]})
+        elif loc[:-1] not in done:
+            done.add(loc[:-1])
+            v = e.get("input")
+            shown = "null" if v is None else f"{type(v).__name__} {v!r}"[:200]
+            out.append({**e, "loc": loc[:-1], "type": "scalar_union",
+                        "msg": f"got {shown}, which is not a number, text or true/false | fix: give a number, "
+                               "text or true/false"})
+    return out
 
 
 def _one_branch(errors: list[Any]) -> list[Any]:

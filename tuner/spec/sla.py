@@ -7,6 +7,7 @@ normalised excess used as an Optuna constraint: <= 0 means feasible.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -81,6 +82,9 @@ def parse_term(text: str, where: str = "sla") -> SLATerm:
         if parts is None or parts[0] not in SLA_STATS:
             raise SpecError(f"unknown SLA term {name!r}", where, _HELP)
     limit = float(value)
+    if not math.isfinite(limit):
+        raise SpecError(f"SLA limit {value} for {name} is not a finite number", where,
+                        f"give a limit in milliseconds, e.g. '{name} <= 500'")
     if limit <= 0:
         raise SpecError(f"SLA limit for {name} must be > 0, got {limit:g}", where, "give a positive limit")
     if name == ERROR_RATE and limit > 1:
@@ -114,6 +118,11 @@ def parse_sla(text: str | list[str], where: str = "sla") -> list[SLATerm]:
     dup = {n for n in names if names.count(n) > 1}
     if dup:
         raise SpecError(f"SLA term(s) given twice: {sorted(dup)}", where, "keep one limit per term")
+    same = {t.name.replace("median_", "p50_", 1): t.name for t in terms if t.name.startswith("median_")}
+    twin = next((n for n in names if n in same), None)
+    if twin is not None:  # vLLM's median is its p50: two limits on one statistic, one of them never binds
+        raise SpecError(f"{same[twin]} and {twin} are the same statistic (the median is the 50th percentile)",
+                        where, f"keep one limit: {same[twin]} or {twin}")
     return terms
 
 

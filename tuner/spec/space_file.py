@@ -16,6 +16,10 @@ from tuner.spec.strict import Strict
 
 Scalar = int | float | str | bool
 OutputClass = Literal["fp8_weights", "fp8_kv_cache", "speculative_decoding"]
+SpecMethodName = Literal["ngram", "eagle3", "dflash", "mtp"]  # study.speculative.methods keys
+# An engine argument (snake_case), or a field of a structured one (speculative_config.method): the --flag is
+# made from it, so a name like "x --trust-remote-code" would smuggle a flag into the engine's argv.
+ARG_NAME = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$")
 
 
 class Param(Strict):
@@ -32,7 +36,7 @@ class Param(Strict):
     # class; a choice that needs a study-named method (a draft model) is offered only when the study names
     # it (choice -> method in study.speculative.methods), and that method's draft model goes into draft_arg.
     output_class: OutputClass | None = None
-    choice_needs: dict[str, str] = {}
+    choice_needs: dict[str, SpecMethodName] = {}
     draft_arg: str | None = None
     # Expected to move throughput by well under 1 % on most workloads (docs/search.md): the model-guided
     # search (`tpe-coord`) moves it only after the others; TPE and random draws sample it as any knob.
@@ -53,6 +57,10 @@ class Param(Strict):
                                  "scale without a step")
             if self.step is not None and self.step <= 0:
                 raise ValueError(f"step must be > 0, got {self.step:g} | fix: give a positive step, or leave it out")
+            if self.step is not None and self.high > self.low and self.step > self.high - self.low:
+                raise ValueError(f"step {self.step:g} is larger than the range {self.low:g}..{self.high:g}, so only "
+                                 f"low={self.low:g} would ever be tried | fix: give a step of at most "
+                                 f"{self.high - self.low:g}, or widen the range")
             if self.type == "int" and any(v is not None and v != int(v) for v in (self.low, self.high, self.step)):
                 raise ValueError(f"an int parameter needs whole numbers for low, high and step, got low={self.low:g} "
                                  f"high={self.high:g}" + (f" step={self.step:g}" if self.step is not None else "")
@@ -64,6 +72,11 @@ class Param(Strict):
             if not self.choices:
                 raise ValueError("categorical parameter needs a non-empty choices list | fix: list at least one "
                                  "value under choices, or exclude the parameter")
+            seen = [(type(c) is bool, c) for c in self.choices]  # true is not 1 here
+            twice = next((c for i, c in enumerate(self.choices) if seen[i] in seen[:i]), None)
+            if twice is not None:
+                raise ValueError(f"choice {twice!r} listed twice (it would be drawn twice as often) | fix: list "
+                                 "each choice once")
         if self.type in ("categorical", "bool") and (self.low, self.high, self.step) != (None, None, None):
             raise ValueError(f"low, high and step only apply to int and float parameters, not {self.type}"
                              " | fix: narrow it with choices")
@@ -72,6 +85,9 @@ class Param(Strict):
                              "false, or null when the engine decides")
         if self.type != "categorical" and self.choices is not None:
             raise ValueError(f"choices only apply to categorical parameters, not {self.type}")
+        if self.draft_arg is not None and not ARG_NAME.match(self.draft_arg):
+            raise ValueError(f"draft_arg {self.draft_arg!r} is not an engine argument name | fix: write a snake_case "
+                             "name like speculative_config.model (servetune makes the --flag from it)")
         unknown = [c for c in self.choice_needs if c not in (self.choices or [])]
         if unknown:
             raise ValueError(f"choice_needs names choices {unknown} that are not in choices")
@@ -129,6 +145,15 @@ class SearchSpaceFile(Strict):
     engine: str
     params: dict[str, Param]
     constraints: list[Constraint] = []
+
+    @model_validator(mode="after")
+    def _names(self) -> SearchSpaceFile:
+        """Parameter names become engine flags: only snake_case names (dotted for a structured argument's field)."""
+        bad = next((n for n in self.params if not ARG_NAME.match(n)), None)
+        if bad is not None:
+            raise ValueError(f"params: {bad!r} is not an engine argument name | fix: write snake_case names like "
+                             "max_num_seqs, or speculative_config.method for a field (servetune makes the --flag)")
+        return self
 
 
 class ParamOverride(Strict):

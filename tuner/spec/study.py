@@ -106,6 +106,10 @@ class CapacitySettings(Strict):
         if self.low > self.high:
             raise ValueError(f"low <= high must hold, but got low={self.low:g} high={self.high:g}"
                              " | fix: lower capacity.low or raise capacity.high")
+        if {"duration_s", "requests_per_point"} <= self.model_fields_set and self.duration_s is not None:
+            raise ValueError(f"give one of requests_per_point ({self.requests_per_point}) or duration_s "
+                             f"({self.duration_s:g}), not both: duration_s wins and requests_per_point would be "
+                             "ignored | fix: keep the one you mean")
         if self.mode == "concurrency" and self.low < 1:
             raise ValueError(f"low is a number of concurrent streams, at least 1, got {self.low:g} | fix: give low >= 1")
         first = self.duration_s if self.duration_s is not None else self.requests_per_point / self.low
@@ -269,6 +273,23 @@ class Promotion(Strict):
         return v
 
 
+_RANK = {"p50": 50.0, "median": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0, "p99.9": 99.9, "max": 100.0}
+
+
+def _loose_sla(terms: list[SLATerm]) -> list[str]:
+    """Terms that can never bind: a lower percentile's limit at or above a higher one's on the same latency
+    (p50 <= p99 always, so `p50_ttft_ms <= 2000` beside `p99_ttft_ms <= 500` limits nothing: swapped limits?)."""
+    out = []
+    ranked = [(t, t.latency) for t in terms if t.latency is not None and t.latency[0] in _RANK]
+    for low, (ls, lm) in ranked:
+        for high, (hs, hm) in ranked:
+            if lm == hm and _RANK[ls] < _RANK[hs] and low.limit >= high.limit:
+                out.append(f"sla: '{low}' never binds: '{high}' already holds every {ls} lower ({ls} <= {hs}); "
+                           "were the limits swapped?")
+                break
+    return out
+
+
 class Study(Strict):
     # a folder name (runs/<name>) and an MLflow experiment name: 128 characters keep both valid everywhere
     name: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -350,7 +371,7 @@ class Study(Strict):
                 and s.n_startup_trials >= self.budget.trials:
             out.append(f"search.n_startup_trials {s.n_startup_trials} >= budget.trials {self.budget.trials}: every "
                        f"trial is a random start ({s.algorithm} never guides the search); set it below the trials")
-        return out
+        return out + _loose_sla(self.sla)
 
     @property
     def engine_names(self) -> list[str]:

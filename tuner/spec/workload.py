@@ -5,6 +5,8 @@ Lengths are in tokens. The generator that turns these into `Request`s lives in t
 
 from __future__ import annotations
 
+import math
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -12,25 +14,39 @@ from pydantic import Field, field_validator, model_validator
 
 from tuner.spec.strict import Strict
 
+# No model reads more than this many tokens per request (the trace reader's bound too): a length beyond it
+# is a unit slip (characters, bytes) or a spread with no cap, and would build a prompt that fills memory.
+MAX_TOKENS = 10_000_000
+_TOO_LONG = f"lengths are tokens, at most {MAX_TOKENS:,}"
+
 
 class Fixed(Strict):
     dist: Literal["fixed"] = "fixed"
-    value: int = Field(gt=0)
+    value: int = Field(gt=0, le=MAX_TOKENS)
+
+
+def _capped(kind: str, top: float, cap: int | None, spread: str) -> None:
+    """A clipped distribution without `max` whose spread reaches past MAX_TOKENS: its samples overflow (a
+    lognormal's exp() to infinity, then to a negative int64) or build prompts no model takes."""
+    if cap is None and top > MAX_TOKENS:
+        raise ValueError(f"a {kind} with this {spread} draws lengths above {MAX_TOKENS:,} tokens (about {top:.3g} "
+                         f"at 6 sigma) | fix: give max (the longest length in tokens), or a smaller {spread}")
 
 
 class Normal(Strict):
     """Normal, clipped to [min, max] (the seeds' ``320 +- 120``)."""
 
     dist: Literal["normal"]
-    mean: float = Field(gt=0)
+    mean: float = Field(gt=0, le=MAX_TOKENS)
     std: float = Field(ge=0)
-    min: int = Field(default=1, gt=0)
-    max: int | None = Field(default=None, gt=0)
+    min: int = Field(default=1, gt=0, le=MAX_TOKENS)
+    max: int | None = Field(default=None, gt=0, le=MAX_TOKENS)
 
     @model_validator(mode="after")
     def _bounds(self) -> Normal:
         if self.max is not None and self.min > self.max:
             raise ValueError(f"min <= max must hold, but got min={self.min} max={self.max} | fix: lower min or raise max")
+        _capped("normal", self.mean + 6 * self.std, self.max, "std")
         return self
 
 
@@ -38,16 +54,21 @@ class LogNormal(Strict):
     """Log-normal given by its median and the std of log(length)."""
 
     dist: Literal["lognormal"]
-    median: float = Field(gt=0)
+    median: float = Field(gt=0, le=MAX_TOKENS)
     sigma: float = Field(ge=0)
-    min: int = Field(default=1, gt=0)
-    max: int | None = Field(default=None, gt=0)
+    min: int = Field(default=1, gt=0, le=MAX_TOKENS)
+    max: int | None = Field(default=None, gt=0, le=MAX_TOKENS)
+
+    @model_validator(mode="after")
+    def _spread(self) -> LogNormal:
+        _capped("lognormal", self.median * math.exp(min(6 * self.sigma, 700.0)), self.max, "sigma")
+        return self
 
 
 class Uniform(Strict):
     dist: Literal["uniform"]
-    low: int = Field(gt=0)
-    high: int = Field(gt=0)
+    low: int = Field(gt=0, le=MAX_TOKENS)
+    high: int = Field(gt=0, le=MAX_TOKENS)
 
     @model_validator(mode="after")
     def _bounds(self) -> Uniform:
@@ -67,6 +88,8 @@ class Empirical(Strict):
     def _weights(self) -> Empirical:
         if self.weights is not None and len(self.weights) != len(self.values):
             raise ValueError("weights must have one entry per value")
+        if any(v > MAX_TOKENS for v in self.values):
+            raise ValueError(f"values: a length above {MAX_TOKENS:,} tokens | fix: {_TOO_LONG} (not characters or bytes)")
         return self
 
 
@@ -89,6 +112,16 @@ class RequestClass(Strict):
     output: LengthDist
     shared_prefix: SharedPrefix | None = None
     abnormal: bool = False  # counted separately in metrics (the seeds' > 16K requests)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        """Class names go into metric keys (class.<name>.p99_ttft_ms, split at the dot) and MLflow metric
+        names (no newlines, quotes or most punctuation): a dot or such a character fails only mid-study."""
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]*", v):
+            raise ValueError(f"class name {v!r} is not a plain name | fix: use only letters, digits, '_' and '-' "
+                             "(no dots or spaces): it becomes part of metric names like class.<name>.p99_ttft_ms")
+        return v
 
     @field_validator("input", "output", mode="before")
     @classmethod
@@ -138,7 +171,7 @@ class Workload(Strict):
     trace: Trace | None = None
     dataset: Dataset | None = None
     arrivals: Arrivals = Arrivals()
-    warmup_requests: int = Field(default=8, ge=0)
+    warmup_requests: int = Field(default=8, ge=0, le=100_000)  # requests sent before measuring, per load point
     prompt: Literal["words", "token_ids", "tokenizer"] = "words"  # how exact prompt lengths are made
 
     @model_validator(mode="after")
