@@ -145,4 +145,4 @@ def test_a_study_stopped_by_ctrl_c_ends_with_stopped_not_finished(tmp_path: Path
         Interrupt.reset()
     last = out.getvalue().splitlines()[-1]
     assert last.startswith("[servetune] study stopped by Ctrl-C (SIGINT): done 1/30, running 0"), last
-    assert last.endswith("; 1 running trial(s) stopped unfinished"), last
+    assert last.endswith("; 1 trial(s) were running when it stopped"), last

@@ -53,10 +53,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     from tuner.common.prog import servetune_front
 
     servetune_front()  # usage lines and suggested commands say `servetune <command>`
-    module = importlib.import_module(COMMANDS[args[0]][0])
-    status = module.main(args[1:])
     if args[0] == "run":
-        from tuner.run.local_ray import finish_quietly
+        from tuner.run.local_ray import finish_quietly, run_main
 
+        status = run_main(args[1:])
         finish_quietly()  # a signal now must not cut Ray's atexit shutdown short
-    return int(status or 0)
+        return status
+    module = importlib.import_module(COMMANDS[args[0]][0])
+    return int(module.main(args[1:]) or 0)

@@ -1,8 +1,7 @@
 """`python -m tuner.run`."""
 
-from tuner.run.cli import main
-from tuner.run.local_ray import finish_quietly
+from tuner.run.local_ray import finish_quietly, run_main
 
-code = main()
+code = run_main()
 finish_quietly()  # a signal now must not cut Ray's atexit shutdown short
 raise SystemExit(code)

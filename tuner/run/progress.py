@@ -141,7 +141,7 @@ class StudyProgress:
             self.running.clear()
         why = Interrupt.name() if Interrupt.signum is not None else "a fault"
         return (f"study stopped by {why}: " + self.summary_line()
-                + (f"; {stopped} running trial(s) stopped unfinished" if stopped else ""))
+                + (f"; {stopped} trial(s) were running when it stopped" if stopped else ""))
 
     def _emit(self, line: str) -> None:
         if self._live is not None:
