@@ -51,3 +51,4 @@ def test_ctrl_c_during_ray_shutdown_lets_it_finish(tmp_path: Path) -> None:
     for pid in left:  # the test's own leftovers go, whatever it asserts
         os.kill(pid, signal.SIGKILL)
     assert left == [], "Ray processes outlived a run whose shutdown a late Ctrl-C interrupted"
+
