@@ -164,6 +164,8 @@ def test_a_baseline_only_study_says_no_tuned_trial_met_the_sla() -> None:
     sel = select(study, [make_trial(0, 1300, 200, baseline=True), make_trial(1, 2000, 900)],
                  _confirm_with({"t000": [1290, 1280]}, []))
     assert sel.defaults_won and "no tuned trial met the SLA" in sel.reason
+    alone = select(study, [make_trial(0, 1300, 200, baseline=True)], _confirm_with({"t000": [1290, 1280]}, []))
+    assert alone.defaults_won and "the study ran no tuned trial (the baseline only)" in alone.reason  # budget 1
 
 
 def test_tuned_candidates_dropped_in_confirmation_are_named_with_the_cause() -> None:

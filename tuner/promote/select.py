@@ -120,11 +120,13 @@ def _closest_miss(study: Study, trials: list[TrialResult]) -> str:
             + "; relax those SLA terms (or lower capacity.low) to get a feasible config")
 
 
-def _versus_defaults(study: Study, feasible: list[TrialResult], front: list[TrialResult],
+def _versus_defaults(study: Study, trials: list[TrialResult], feasible: list[TrialResult], front: list[TrialResult],
                      candidates: list[Candidate]) -> str:
     """Why no tuned config stood against the defaults: none ran, none met the SLA, the defaults dominate
     every one on the Pareto front, top_k left them out, or every tuned candidate failed its confirmation."""
     tuned = [t for t in feasible if not t.baseline]
+    if not any(not t.baseline for t in trials):
+        return "the study ran no tuned trial (the baseline only)"
     if not tuned:
         return "no tuned trial met the SLA"
     if not any(not t.baseline for t in front):
@@ -176,7 +178,7 @@ def select(study: Study, trials: list[TrialResult], confirm: Confirm | None) -> 
     bar = base.worst_objective if base is not None and not base.dropped else None
     best_worst = best.worst_objective if best is not None else None
     if base is not None and bar is not None and (best_worst is None or best_worst <= bar * (1 + (noise or 0.0))):
-        versus = (_versus_defaults(study, feasible, front, candidates) if best is None or best_worst is None else
+        versus = (_versus_defaults(study, trials, feasible, front, candidates) if best is None or best_worst is None else
                   f"the best tuned candidate, trial {best.trial.trial_id}, reached {best_worst:.4g} "
                   f"({best_worst / bar:.3f}x), not more than {noise_txt} above them")
         keep = study.promotion.when_defaults_win == "promote_defaults"
