@@ -880,6 +880,34 @@ CASES += [
          "--mlflow-uri: the tracking URI is blank (only spaces) | fix: give a tracking URI, or leave the flag out for SQLite in the output folder"),
 ]
 
+CONTROL_FIX = ("write it on one line, without control characters (a line break here would split log lines, argv values "
+               "and error messages)")
+CASES += [
+    Case("repair-constraint-never", "a repair constraint no value in range can meet (every config rejected at run time)",
+         (put("search_space", {"constraints": [{"require": "max_num_seqs >= 4096", "action": "repair"}]}),),
+         "search_space.constraints[0]: constraint 'max_num_seqs >= 4096' can never hold within the parameter ranges | fix: widen the ranges or drop the constraint"),
+    Case("fixed-breaks-file-constraint", "a fixed value that leaves a space file's repair constraint no value",
+         (put("search_space", {"fixed": {"max_num_batched_tokens": 8}}),),
+         "search_space.file constraints[1]: constraint 'max_num_seqs <= max_num_batched_tokens' can never hold within the parameter ranges | fix: widen the ranges or drop the constraint"),
+    Case("mlflow-uri-line-break", "tracking.mlflow_uri with a line break (the error message split over two lines)",
+         (put("tracking.mlflow_uri", "sqlite:////tmp/x.db\nhttp://other"),),
+         "{study}: tracking.mlflow_uri: holds the control character '\\n' | fix: " + CONTROL_FIX),
+    Case("model-name-line-break", "model.name with a line break and a flag after it", (put("model.name", "Qwen/Qwen3-8B\n--trust-remote-code"),),
+         "{study}: model.name: holds the control character '\\n' | fix: " + CONTROL_FIX),
+    Case("cli-mlflow-uri-line-break", "--mlflow-uri with a line break", (cli("--mlflow-uri", "http://127.0.0.1:9\nx"),),
+         "--mlflow-uri: the tracking URI holds a control character (a line break?) | fix: give the URI on one line"),
+    Case("cli-output-link-loop", "--output naming a symbolic link loop (crashed with RuntimeError)",
+         (link_loop("o1"), cli("--output", "{tmp}/o1")),
+         "argument --output: {tmp}/o1 is a symbolic link loop; give a folder"),
+]
+
+CASES += [
+    Case("fresh-run-over-unlogged-trials", "a fresh run (no --resume) over a folder whose trials MLflow lacks (deferred, not yet logged: they were deleted)",
+         (out_file("state.json", STATE.replace('"other"', '"bad"')), out_file("tracking.json", "{}"),
+          parquet("out/trials.parquet", {"trial_id": ["t0", "t1"], "outcome": ["ok", "ok"], "mlflow_run_id": [None, None]})),
+         "--output: output folder {tmp}/out holds 2 finished trial(s) MLflow does not have yet; a fresh run would replace its trials.parquet and lose them | fix: continue with --resume (it logs them), log a deferred study first with --log-only {tmp}/out, or choose another --output"),
+]
+
 
 def prepare(case: Case, tmp: Path) -> tuple[list[str], Path, Path]:
     """Write the case's study into tmp; (CLI args, study path, output folder)."""

@@ -107,3 +107,30 @@ def test_yaml_merge_keys_and_anchors_are_accepted(tmp_path: Path, capsys: pytest
 
     loaded = load_yaml(study)
     assert loaded["capacity"] == {**capacity, "max_points": 2}
+
+
+LOG_ONLY_FIX = "give the output folder of a study run with --tracking deferred"
+
+
+@pytest.mark.parametrize(("state", "message"), [
+    ("[1, 2]", "{out}/state.json is not a JSON object (got list; not a servetune state file?)"),
+    ('{"tracking_uri": 5}', "{out}/state.json has a tracking_uri that is not text (5) | fix: give the tracking URI with --mlflow-uri"),
+    ("[" * 100_000 + "]" * 100_000, "{out}/state.json is not valid JSON (truncated or corrupt: nested too deeply)"),
+    (None, "{out} holds no readable state.json"),  # a named pipe: opening it waited for a writer forever
+], ids=["list", "uri-not-text", "nested-deep", "named-pipe"])
+def test_log_only_odd_state_files(state: str | None, message: str, tmp_path: Path,
+                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """`--log-only OUTPUT` (no study file: the bad-input corpus always passes one) over a state.json it cannot
+    use: exit 2 with one message, never an AttributeError, a RecursionError or a hang."""
+    import os
+
+    out = tmp_path / "out"
+    out.mkdir()
+    if state is None:
+        os.mkfifo(out / "state.json")
+    else:
+        (out / "state.json").write_text(state)
+    assert main(["--log-only", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    want = message.format(out=out)
+    assert err == f"error: --log-only: {want}" + ("" if " | fix: " in want else f" | fix: {LOG_ONLY_FIX}"), err

@@ -253,3 +253,26 @@ def check_objective_classes(study: Study, classes: list[RequestClass]) -> None:
             if name not in names:
                 raise SpecError(f"objective {value!r} names class {name!r}, which the workload does not have",
                                 f"objective.{key}", f"use one of the workload's classes: {names[:20]}")
+
+
+def check_fresh_run(out: Path) -> None:
+    """A fresh run (no --resume) replaces the folder's trials.parquet. Trials MLflow has are kept there; trials
+    it lacks (deferred tracking not yet logged with --log-only, or an MLflow outage) exist only in that file,
+    so a fresh run over them would lose them: refused before anything is written."""
+    trials = out / "trials.parquet"
+    if not trials.is_file():
+        return
+    from tuner.common.atomic import read_table
+
+    try:
+        table = read_table(trials)
+    except Exception:  # noqa: BLE001 - an unreadable table is not recoverable records; the run replaces it
+        return
+    if "mlflow_run_id" not in table.column_names:
+        return
+    missing = sum(1 for v in table.column("mlflow_run_id").to_pylist() if not v)
+    if missing:
+        raise SpecError(f"output folder {out} holds {missing} finished trial(s) MLflow does not have yet; a fresh run "
+                        "would replace its trials.parquet and lose them", "--output",
+                        f"continue with --resume (it logs them), log a deferred study first with --log-only {out}, "
+                        "or choose another --output")

@@ -25,12 +25,21 @@ EXIT_OK, EXIT_ERROR, EXIT_INVALID, EXIT_NO_FEASIBLE = 0, 1, 2, 3
 log = logging.getLogger("tuner.run")
 
 
+def _folder(text: str) -> Path:
+    """folder_arg, with a symbolic-link loop refused as argparse refuses other bad paths (resolve() raises
+    RuntimeError on one, which argparse does not catch: a traceback)."""
+    try:
+        return folder_arg(text)
+    except RuntimeError:
+        raise argparse.ArgumentTypeError(f"{text} is a symbolic link loop; give a folder") from None
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     from tuner.common.prog import prog
 
     p = argparse.ArgumentParser(prog=prog("run"), description=__doc__.splitlines()[0])
     p.add_argument("--study", type=path_arg, default=None, help="study YAML (default: studies/default.yaml)")
-    p.add_argument("--output", type=folder_arg, default=None, help="output folder (default: runs/<study name>)")
+    p.add_argument("--output", type=_folder, default=None, help="output folder (default: runs/<study name>)")
     p.add_argument("--trials", type=int, default=None, help="override budget.trials")
     p.add_argument("--max-concurrent", type=int, default=None, help="override budget.max_concurrent")
     p.add_argument("--mlflow-uri", default=None, help="tracking URI (default: SQLite in the output folder)")
@@ -44,7 +53,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--tracking", choices=("live", "deferred"), default=None,
                    help="live: each trial logged to MLflow as it finishes; deferred: kept in the output folder and "
                         "logged at the end (or by --log-only); overrides tracking.mode")
-    p.add_argument("--log-only", type=folder_arg, default=None, metavar="OUTPUT",
+    p.add_argument("--log-only", type=_folder, default=None, metavar="OUTPUT",
                    help="log a deferred study's output folder to MLflow (runs nothing; safe to repeat)")
     p.add_argument("-v", "--verbose", action="store_true")
     return p.parse_args(argv)
@@ -148,13 +157,18 @@ def main(argv: list[str] | None = None) -> int:
         from tuner.tracking.mlflow_log import check_uri, default_uri
 
         space = preflight(study, path.parent.resolve(), out)
-        if args.resume:
-            from tuner.run.checks import check_resume_files
+        from tuner.run.checks import check_fresh_run, check_resume_files
 
+        if args.resume:
             check_resume_files(out)
+        else:
+            check_fresh_run(out)
         if args.mlflow_uri is not None and not args.mlflow_uri.strip() and args.mlflow_uri:
-            raise SpecError("the tracking URI is blank (only spaces)", "--mlflow-uri", "give a tracking URI, or leave the flag out for SQLite in the "
-                            "output folder")
+            raise SpecError("the tracking URI is blank (only spaces)", "--mlflow-uri",
+                            "give a tracking URI, or leave the flag out for SQLite in the output folder")
+        if args.mlflow_uri and any(ord(c) < 32 or ord(c) == 127 for c in args.mlflow_uri):
+            raise SpecError("the tracking URI holds a control character (a line break?)", "--mlflow-uri",
+                            "give the URI on one line")
         uri = args.mlflow_uri or study.tracking.mlflow_uri or ""
         if not uri and args.resume:  # the store the study was recorded in (an MLflow server given at the start)
             from tuner.run.resume_check import stored_uri

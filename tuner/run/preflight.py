@@ -193,38 +193,52 @@ def check_satisfiable(space: Space) -> None:
             elif p.type == "categorical" and nums and len(nums) == len(p.choices or []):
                 bounds[k] = [float(min(nums)), float(max(nums))]
                 left[k] = list(nums)
-        hard = [(i, c) for i, c in enumerate(sp.constraints) if c.action == "reject" and not c.when]
+        # repair constraints too: a repair cannot move a value into a range that holds none
+        hard = [(i, c) for i, c in enumerate(sp.constraints) if not c.when]
         for i, c in hard:
             lhs, op, rhs = c.parts()
             if lhs == rhs and op in ("<", ">", "!="):  # `a < a`: no value is smaller than itself
                 raise SpecError(f"constraint {c.require!r} can never hold (a value compared with itself)", loc(i),
                                 "compare two different parameters, or drop the constraint")
-        for _ in range(10):  # a few sweeps of interval narrowing reach a fixed point for these small sets
-            for _i, c in hard:
-                lhs, op, rhs = c.parts()
-                a, b = _interval(lhs, bounds), _interval(rhs, bounds)
-                if a is None or b is None:
-                    continue
-                if op == "!=":
-                    for var, other in ((lhs, b), (rhs, a)):
-                        if var in left and other[0] == other[1]:
-                            left[var] = [v for v in left[var] if v != other[0]]
-                            if not left[var]:
-                                a[0], a[1] = 1.0, 0.0  # empty: reported below
-                elif op == "==":
-                    lo, hi = max(a[0], b[0]), min(a[1], b[1])
-                    a[0], a[1], b[0], b[1] = lo, hi, lo, hi
-                elif op in ("<=", "<"):  # a <= b: a.high <= b.high, b.low >= a.low
-                    a[1], b[0] = min(a[1], b[1]), max(b[0], a[0])
-                else:
-                    a[0], b[1] = max(a[0], b[0]), min(b[1], a[1])
-                if a[0] > a[1] or b[0] > b[1]:
-                    if len(hard) == 1:
-                        raise SpecError(f"constraint {c.require!r} can never hold within the parameter ranges",
-                                        loc(hard[0][0]), "widen the ranges or drop the constraint")
-                    names = ", ".join(repr(x.require) for _, x in hard)
-                    raise SpecError(f"the {name} constraints contradict each other: no value meets all of {names}",
-                                    f"{prefix}.constraints", "drop or loosen one of them")
+        for i, c in hard:
+            if not _narrow([c], bounds, left):
+                raise SpecError(f"constraint {c.require!r} can never hold within the parameter ranges", loc(i),
+                                "widen the ranges or drop the constraint")
+        if not _narrow([c for _, c in hard], bounds, left):
+            pair = next(([a, b] for n, (_, a) in enumerate(hard) for _, b in hard[n + 1:]
+                         if not _narrow([a, b], bounds, left)), [c for _, c in hard])
+            names = ", ".join(repr(x.require) for x in pair)
+            raise SpecError(f"the {name} constraints contradict each other: no value meets all of {names}",
+                            f"{prefix}.constraints", "drop or loosen one of them")
+
+
+def _narrow(constraints: list[Any], start: dict[str, list[float]], choices: dict[str, list[Any]]) -> bool:
+    """Narrow copies of the parameter intervals (and categorical choices) by the constraints until nothing
+    moves; False when some parameter is left with no value."""
+    bounds = {k: list(v) for k, v in start.items()}
+    left = {k: list(v) for k, v in choices.items()}
+    for _ in range(10):  # a few sweeps of interval narrowing reach a fixed point for these small sets
+        for c in constraints:
+            lhs, op, rhs = c.parts()
+            a, b = _interval(lhs, bounds), _interval(rhs, bounds)
+            if a is None or b is None:
+                continue
+            if op == "!=":
+                for var, other in ((lhs, b), (rhs, a)):
+                    if var in left and other[0] == other[1]:
+                        left[var] = [v for v in left[var] if v != other[0]]
+                        if not left[var]:
+                            return False
+            elif op == "==":
+                lo, hi = max(a[0], b[0]), min(a[1], b[1])
+                a[0], a[1], b[0], b[1] = lo, hi, lo, hi
+            elif op in ("<=", "<"):  # a <= b: a.high <= b.high, b.low >= a.low
+                a[1], b[0] = min(a[1], b[1]), max(b[0], a[0])
+            else:
+                a[0], b[1] = max(a[0], b[0]), min(b[1], a[1])
+            if a[0] > a[1] or b[0] > b[1]:
+                return False
+    return True
 
 
 def _constraint_at(prefix: str, n_file: int, i: int) -> str:

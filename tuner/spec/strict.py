@@ -3,13 +3,15 @@ are finite and of a size a count can have, and a text field given is never empty
 
 YAML reads `max_model_len: true` as a boolean and pydantic's lax mode would take it as 1; a number field
 given true/false is refused instead. `.inf` passes `gt=0` and 10**30 passes `gt=0` as an int, then
-overflows numpy or hangs a run; `name: ""` would reach the engine or MLflow. Each is refused here with
-the key and the fix, so every model inherits the check.
+overflows numpy or hangs a run; `name: ""` would reach the engine or MLflow, and a line break in a name or URI
+splits the one-line error and log messages that quote it. Each is refused here with the key and the fix, so
+every model inherits the check.
 """
 
 from __future__ import annotations
 
 import math
+import re
 import types
 import typing
 from pathlib import Path
@@ -19,6 +21,8 @@ from pydantic import BaseModel, ConfigDict, model_validator
 
 _NUMBERS: set[type] = {int, float}
 _TEXTS: set[type] = {str, Path}
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_PROSE = {"help", "why"}  # free text for people: line breaks and tabs are fine there
 BIGGEST = 2**53  # no count, size or duration servetune takes is larger; a float holds it exactly
 
 
@@ -61,6 +65,11 @@ def _bad_value(key: str, v: Any, field: Any) -> str | None:
         return next((why for i, x in enumerate(v) if (why := _bad_number(f"{key}[{i}]", x))), None)
     if _is(field.annotation, _TEXTS) and field.default != "" and isinstance(v, str) and not v.strip():
         return f"{key}: is empty | fix: give a value, or leave {key} out for its default"
+    if _is(field.annotation, _TEXTS) and isinstance(v, str):
+        bad = next((c for c in v if _CONTROL.match(c) and not (c in "\n\t" and key in _PROSE)), None)
+        if bad is not None:
+            return (f"{key}: holds the control character {bad!r} | fix: write it on one line, without control "
+                    "characters (a line break here would split log lines, argv values and error messages)")
     return None
 
 
