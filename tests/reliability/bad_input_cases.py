@@ -908,6 +908,15 @@ CASES += [
          "--output: output folder {tmp}/out holds 2 finished trial(s) MLflow does not have yet; a fresh run would replace its trials.parquet and lose them | fix: continue with --resume (it logs them), log a deferred study first with --log-only {tmp}/out, or choose another --output"),
 ]
 
+CASES += [
+    Case("space-blocks-mixed", "per-engine search_space blocks beside shared keys (said \"unknown key 'sim'\")",
+         (put("search_space", {"sim": {"overrides": {"max_num_seqs": {"high": 64}}}, "exclude": ["block_size"]}),),
+         "{study}: search_space: search_space mixes per-engine blocks (['sim']) with shared keys (['exclude']) | fix: move ['exclude'] into each engine's block, or drop the engine blocks"),
+    Case("space-block-null", "a per-engine search_space block left empty (null; said \"unknown key 'sim'\")",
+         (put("search_space", {"sim": None}),),
+         "{study}: search_space.sim: the sim block must be a mapping (file, overrides, fixed, exclude, constraints), got null | fix: write search_space: {sim: {overrides: ...}}, or leave the sim block out"),
+]
+
 
 def prepare(case: Case, tmp: Path) -> tuple[list[str], Path, Path]:
     """Write the case's study into tmp; (CLI args, study path, output folder)."""

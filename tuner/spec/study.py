@@ -336,6 +336,25 @@ class Study(Strict):
             raise SpecError("at least one SLA term is required", "sla", "add a term like 'p99_ttft_ms <= 500'")
         return terms
 
+    @field_validator("search_space", mode="before")
+    @classmethod
+    def _space_blocks(cls, v: Any) -> Any:
+        """Per-engine blocks (`search_space: {vllm: {...}}`) or one shared block, never both; a per-engine block
+        that is not a mapping is named as such (both union branches failing read "unknown key 'vllm'")."""
+        if not isinstance(v, dict):
+            return v
+        engines = [k for k in v if k in engine_names()]
+        shared = [k for k in v if k in SearchSpaceRef.model_fields]
+        if engines and shared:
+            raise SpecError(f"search_space mixes per-engine blocks ({engines}) with shared keys ({shared})",
+                            "search_space", f"move {shared} into each engine's block, or drop the engine blocks")
+        for k in engines:
+            if not isinstance(v[k], dict):
+                raise SpecError(f"the {k} block must be a mapping (file, overrides, fixed, exclude, constraints), got "
+                                f"{'null' if v[k] is None else type(v[k]).__name__}", f"search_space.{k}",
+                                f"write search_space: {{{k}: {{overrides: ...}}}}, or leave the {k} block out")
+        return v
+
     @field_validator("engine")
     @classmethod
     def _engines(cls, v: Any) -> Any:

@@ -144,6 +144,12 @@ class Trace(Strict):
     format: Literal["auto", "servetune", "azure", "mooncake"] = "auto"  # auto: by suffix and first record
     time_scale: float = Field(default=1.0, ge=0.01, le=10000)  # >1 replays faster
 
+    @field_validator("path")
+    @classmethod
+    def _home(cls, v: Path) -> Path:
+        """`~/traces/x.jsonl` is the home folder's (as model.name and --study take it), not a folder named ~."""
+        return v.expanduser()
+
 
 class Dataset(Strict):
     """Requests drawn from a real dataset on disk (tuner.load.datasets): ShareGPT JSON/JSONL or Hugging
@@ -155,6 +161,12 @@ class Dataset(Strict):
     tokenizer: str | None = None  # local tokenizer folder to count tokens; default one token per word
     min_len: int = Field(default=4, ge=1)  # vLLM's ShareGPT filter: shorter prompts or replies dropped
     output_len: int | None = Field(default=None, gt=0)  # fixed output length (vLLM's --sharegpt-output-len)
+
+    @field_validator("path")
+    @classmethod
+    def _home(cls, v: Path) -> Path:
+        """`~/data/sharegpt.json` is the home folder's, not a folder named ~."""
+        return v.expanduser()
 
     @model_validator(mode="after")
     def _fields(self) -> Dataset:
