@@ -20,7 +20,9 @@ from tuner.run.cli import main
 
 # Checked again as real subprocesses: a file error, a schema error, a preflight error, and the Ray one.
 SUBPROCESS = {"malformed-yaml", "sla-p101", "output-unwritable", "alias-bomb", "binary-study", "resume-other-study",
-              "vllm-not-installed", "mlflow-uri-port-range"}
+              "vllm-not-installed", "mlflow-uri-port-range",
+              # audit 2: a hang, a silent fresh start, a traceback and a loss of unlogged trials, end to end
+              "study-named-pipe", "resume-nothing-there", "fixed-list", "fresh-run-over-unlogged-trials"}
 
 
 def expected_line(case: Case, tmp: Path, study: Path) -> re.Pattern[str]:
