@@ -150,3 +150,25 @@ def test_a_byte_order_mark_is_not_part_of_the_json(name: str, tmp_path: Path) ->
     a = generate(wl(dataset={"path": str(plain)}, warmup_requests=0), n=50, rate=4.0, seed=1)
     b = generate(wl(dataset={"path": str(bom)}, warmup_requests=0), n=50, rate=4.0, seed=1)
     assert [(r.input_len, r.output_len) for r in a] == [(r.input_len, r.output_len) for r in b]
+
+
+def test_list_cells_in_a_parquet_trace_are_a_clear_error(tmp_path: Path) -> None:
+    """A column of one-element lists converts to a 2-D array and used to fail only when requests were built
+    (TypeError in tuner.bench); the reader itself must refuse it."""
+    path = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"arrival_s": [0.0, 1.0], "input_len": [[1], [2]], "output_len": [5, 5]}), path)
+    with pytest.raises(SpecError, match="input_len holds lists"):
+        read_trace(path)
+
+
+@pytest.mark.parametrize(("name", "use"), [("deep.json", "dataset"), ("deep.jsonl", "dataset"),
+                                           ("deep.jsonl", "trace")])
+def test_json_nested_too_deeply_is_a_clear_error(tmp_path: Path, name: str, use: str) -> None:
+    """json.loads raises RecursionError, not JSONDecodeError, on deep nesting: it escaped the readers."""
+    path = tmp_path / name
+    path.write_text("[" * 100_000 + "]" * 100_000 + "\n")
+    with pytest.raises(SpecError, match="too deeply"):
+        if use == "trace":
+            read_trace(path)
+        else:
+            generate(wl(dataset={"path": str(path)}, warmup_requests=0), n=5, rate=1.0, seed=0)

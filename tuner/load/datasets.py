@@ -157,6 +157,9 @@ def _json(path: Path) -> Iterable[Any]:
         data = json.loads(text)
     except json.JSONDecodeError:
         return _jsonl(path)  # a .json file written one object per line
+    except RecursionError:
+        raise SpecError(f"dataset {path} nests JSON too deeply to read", WHERE,
+                        "give a list of conversations (or one JSON object per line)") from None
     if isinstance(data, dict):
         data = data.get("data", data.get("rows", [data]))
     if not isinstance(data, list):
@@ -171,8 +174,9 @@ def _jsonl(path: Path) -> Iterator[Any]:
                 continue
             try:
                 yield json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise SpecError(f"bad JSON in dataset {path}: {exc.msg}", f"{path}:{lineno}",
+            except (json.JSONDecodeError, RecursionError) as exc:
+                why = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deeply to read"
+                raise SpecError(f"bad JSON in dataset {path}: {why}", f"{path}:{lineno}",
                                 "one JSON object per line") from None
 
 
@@ -205,7 +209,7 @@ def _hf_folder(path: Path) -> Iterator[Any]:
     if state.exists():
         try:
             files = [path / f["filename"] for f in json.loads(state.read_text())["_data_files"]]
-        except (json.JSONDecodeError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, RecursionError):
             raise SpecError(f"{state} is not a datasets state file", WHERE, "give a folder written by save_to_disk") from None
     else:
         files = sorted(p for p in path.iterdir() if p.suffix.lower() in (".arrow", ".parquet", ".jsonl", ".json")

@@ -70,6 +70,9 @@ def read_trace(path: Path, where: str = "workload.trace.path", fmt: str = "auto"
     except (TypeError, ValueError) as exc:
         raise SpecError(f"trace {path} has non-numeric values: {exc}", where, "use numbers for times and lengths") from None
     for name, arr in (("arrival_s", arrival), ("input_len", inp), ("output_len", out)):
+        if arr.ndim != 1:  # cells holding lists read as a 2-D array, which fails only when requests are built
+            raise SpecError(f"trace {path}: {name} holds lists, not one number per row", where,
+                            "use one number per row for times and lengths")
         if not np.all(np.isfinite(arr)):
             raise SpecError(f"trace {path}: {name} has missing or infinite values", where, "fill every row")
     if np.any(arrival < 0) or np.any(inp < 1) or np.any(out < 1):

@@ -35,7 +35,7 @@ def detect(path: Path) -> str:
             first = next((line for line in utf8_lines(f, path) if line.strip()), "")
         try:
             row = json.loads(first)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             return "servetune"  # its own reader reports the bad line
         if isinstance(row, dict) and all(k in row for k in MOONCAKE_KEYS):
             return "mooncake"
@@ -81,8 +81,9 @@ def json_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
                 continue
             try:
                 row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise SpecError(f"bad JSON in trace {path}: {exc.msg}", f"{path}:{lineno}",
+            except (json.JSONDecodeError, RecursionError) as exc:
+                why = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deeply to read"
+                raise SpecError(f"bad JSON in trace {path}: {why}", f"{path}:{lineno}",
                                 "one JSON object per line") from None
             if not isinstance(row, dict):
                 raise SpecError("trace line is not a JSON object", f"{path}:{lineno}", "one JSON object per line")
