@@ -46,3 +46,15 @@ def test_subcommands_are_the_python_m_forms() -> None:
 def test_unknown_command_is_bad_input() -> None:
     proc = _run("-m", "tuner.cli", "tune")
     assert proc.returncode == 2 and "unknown command 'tune'" in proc.stderr
+
+
+def test_a_reader_that_leaves_early_ends_the_run_quietly(tmp_path: Path) -> None:
+    """`python -m tuner.run --dry-run | head -1`: the closed pipe was a BrokenPipeError traceback and 'study
+    failed' (exit 1); now nothing on stderr and the shell's 141, as for any command whose reader left."""
+    proc = subprocess.Popen([sys.executable, "-m", "tuner.run", "--dry-run", "--output", str(tmp_path / "out")],
+                            cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # the reader is gone before the first line
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141, err
+    assert "Traceback" not in err and "error" not in err, err

@@ -54,7 +54,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     servetune_front()  # usage lines and suggested commands say `servetune <command>`
     if args[0] == "run":
-        from tuner.run.local_ray import finish_quietly, run_main
+        from tuner.run.cli import run_main
+        from tuner.run.local_ray import finish_quietly
 
         status = run_main(args[1:])
         finish_quietly()  # a signal now must not cut Ray's atexit shutdown short

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 import time
 from pathlib import Path
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
 
 DEFAULT_STUDY = Path(__file__).resolve().parents[2] / "studies" / "default.yaml"
 EXIT_OK, EXIT_ERROR, EXIT_INVALID, EXIT_NO_FEASIBLE = 0, 1, 2, 3
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a command whose reader closed the pipe
 log = logging.getLogger("tuner.run")
 
 
@@ -217,6 +219,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{Interrupt.name()}: interrupted before the search started; nothing promoted. "
               "Run the same command again (with --resume if trials had finished)", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except BrokenPipeError:  # `tuner.run --dry-run | head`: the reader left; stop as a SIGPIPE'd command does
+        return _pipe_closed()
     except Exception as exc:
         full = disk_full_in(exc, out)
         if full is not None:  # one message, not the chained tracebacks of every layer that could not write
@@ -229,6 +233,29 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if lock is not None:
             lock.release()
+
+
+def run_main(argv: list[str] | None = None) -> int:
+    """tuner.run's main as a command: a second Ctrl-C that lands outside the study's own handling (its last
+    clean-up steps) stops it at once with exit 130, not a KeyboardInterrupt traceback and exit 1."""
+    from tuner.search.signals import EXIT_INTERRUPTED
+
+    try:
+        code = main(argv)
+        sys.stdout.flush()  # what is still buffered (stdout is a pipe) meets a closed reader here, not at exit
+        return code
+    except BrokenPipeError:
+        return _pipe_closed()
+    except KeyboardInterrupt:
+        print("servetune: stopped at once (second signal)", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def _pipe_closed() -> int:
+    """stdout's reader has gone: point stdout at /dev/null (so the interpreter's last flush cannot fail again)
+    and end with the status a shell gives a command killed by SIGPIPE."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return EXIT_BROKEN_PIPE
 
 
 if __name__ == "__main__":

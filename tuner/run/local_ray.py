@@ -75,18 +75,3 @@ def finish_quietly() -> None:
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, late)
-
-
-def run_main(argv: list[str] | None = None) -> int:
-    """tuner.run's main as a command: a second Ctrl-C that lands outside the study's own handling (its last
-    clean-up steps) stops it at once with exit 130, not a KeyboardInterrupt traceback and exit 1."""
-    import sys
-
-    from tuner.run.cli import main
-    from tuner.search.signals import EXIT_INTERRUPTED
-
-    try:
-        return main(argv)
-    except KeyboardInterrupt:
-        print("servetune: stopped at once (second signal)", file=sys.stderr)
-        return EXIT_INTERRUPTED
