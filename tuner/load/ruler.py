@@ -101,8 +101,9 @@ class _PipeReader(asyncio.Protocol):
 class Ruler:
     """Start before the measured window, `stop()` after it; `summary()` gives the `client.*` keys."""
 
-    def __init__(self, period_s: float = PERIOD_S) -> None:
+    def __init__(self, period_s: float = PERIOD_S, scale: float = 1.0) -> None:
         self.period_s = period_s
+        self.scale = scale  # the target's time scale: inputs are wall seconds, the summary is on the run's clock
         self.gaps: list[float] = []
         self.gc_pauses: list[float] = []
         self.send_late: list[float] = []
@@ -170,7 +171,8 @@ class Ruler:
             self._gc_start = None
 
     def summary(self) -> dict[str, float]:
-        gaps = np.asarray(self.gaps, dtype=float) * 1e3
+        ms = 1e3 * self.scale  # wall seconds to milliseconds of the run's clock
+        gaps = np.asarray(self.gaps, dtype=float) * ms
         out: dict[str, float] = {"client_lag_samples": float(gaps.size)}
         if gaps.size:
             p50, p99, p999 = np.percentile(gaps, [50, 99, 99.9])
@@ -178,13 +180,13 @@ class Ruler:
                         "p99.9_client_lag_ms": float(p999), "max_client_lag_ms": float(gaps.max())})
         else:
             out.update({f"{k}_client_lag_ms": math.nan for k in ("p50", "p99", "p99.9", "max")})
-        sends = np.asarray(self.send_gaps, dtype=float) * 1e3
+        sends = np.asarray(self.send_gaps, dtype=float) * ms
         out["p99_client_send_gap_ms"] = float(np.percentile(sends, 99)) if sends.size else math.nan
         out["max_client_send_gap_ms"] = float(sends.max()) if sends.size else math.nan
         n_shared = sum(k for k, _ in self.shared)
         out["client_shared_tokens"] = n_shared / self.tokens if self.tokens else 0.0
-        out["p99_client_rx_bound_ms"] = _p99_bound(self.shared, self.tokens) * 1e3
-        out["client_clock_error_ms"] = (self.clock_uncertainty_s + abs(self.clock_drift_s)) * 1e3
+        out["p99_client_rx_bound_ms"] = _p99_bound(self.shared, self.tokens) * ms
+        out["client_clock_error_ms"] = (self.clock_uncertainty_s + abs(self.clock_drift_s)) * ms
         out["client_rx_kernel"] = float(self.kernel_share)
         kernel = (out["p99_client_send_gap_ms"] if sends.size else 0.0) + out["p99_client_rx_bound_ms"] \
             + out["client_clock_error_ms"]
@@ -194,10 +196,10 @@ class Ruler:
             out[ERROR] = max(kernel, out["p99_client_lag_ms"])
         else:
             out[ERROR] = out["p99_client_lag_ms"]
-        gcs = np.asarray(self.gc_pauses, dtype=float) * 1e3
+        gcs = np.asarray(self.gc_pauses, dtype=float) * ms
         out["max_client_gc_ms"] = float(gcs.max()) if gcs.size else 0.0
         out["total_client_gc_ms"] = float(gcs.sum())
-        late = np.asarray(self.send_late, dtype=float) * 1e3
+        late = np.asarray(self.send_late, dtype=float) * ms
         out["p99_client_send_late_ms"] = float(np.percentile(late, 99)) if late.size else math.nan
         out["client_connects"] = float(self.connects)
         out["client_busy"] = float(self.busy)

@@ -83,12 +83,17 @@ class HttpTarget:
         prompt_mode: Literal["words", "token_ids", "tokenizer"] = "words", tokenizer: str | None = None,
         timeout_s: float = 300, ignore_eos: bool = True, scrape_metrics: bool = True,
         metrics_prefix: str = "vllm:", metric_names: MetricNames | None = None, processes: int = 1,
-        client_clock: Clock = "auto",
+        client_clock: Clock = "auto", time_scale: float = 1.0,
     ) -> None:
+        """`time_scale`: the server runs that many times faster than the wall clock (the simulator's server
+        face): requests go out at arrival_s / time_scale and every recorded time is wall x time_scale, so
+        records read on the server's clock. `timeout_s` stays wall seconds (a guard against hangs)."""
         self.settings: dict[str, Any] = {  # to build the same client in another process
             "base_url": base_url, "model": model, "api": api, "prompt_mode": prompt_mode, "tokenizer": tokenizer,
             "timeout_s": timeout_s, "ignore_eos": ignore_eos, "scrape_metrics": scrape_metrics,
-            "metrics_prefix": metrics_prefix, "metric_names": dict(metric_names or {}), "client_clock": client_clock}
+            "metrics_prefix": metrics_prefix, "metric_names": dict(metric_names or {}), "client_clock": client_clock,
+            "time_scale": time_scale}
+        self.scale = time_scale
         self.client_clock = client_clock
         root = base_url.rstrip("/").removesuffix("/v1")
         self.root, self.model, self.api = root, model, api
@@ -155,7 +160,7 @@ class HttpTarget:
         warm = [r for r in requests if r.warmup]
         measured = [r for r in requests if not r.warmup]
         client = Client(self.root, clock=self.client_clock)
-        ruler = Ruler()
+        ruler = Ruler(scale=self.scale)
         await ruler.start()
         connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
         timeout = aiohttp.ClientTimeout(total=self.timeout_s)
@@ -230,6 +235,7 @@ class HttpTarget:
         late = ruler.send_late if ruler is not None else None
         shared = ruler.shared if ruler is not None else None
         open_loop = any(r.arrival_s > 0 for r in requests)
+        scale = self.scale
 
         def finished(rec: RequestRecord) -> None:
             inflight.pop(rec.id, None)
@@ -244,18 +250,19 @@ class HttpTarget:
             for i in order:
                 req = requests[i]
                 payload = self._prepared(client, req)  # built before its send time, not in it
-                due = t0 + req.arrival_s
+                due = t0 + req.arrival_s / scale
                 await _sleep_until(due)
                 if sem is not None:
                     await sem.acquire()
-                if send_until_s is not None and time.perf_counter() - t0 >= send_until_s:
+                if send_until_s is not None and (time.perf_counter() - t0) * scale >= send_until_s:
                     if sem is not None:
                         sem.release()
                     break
                 rec = records[i]
-                rec.sent_s = time.perf_counter() - t0  # refined when the bytes are written
+                now = time.perf_counter() - t0
+                rec.sent_s = now * scale  # refined when the bytes are written
                 if late is not None and open_loop:
-                    late.append(rec.sent_s - req.arrival_s)
+                    late.append(now - req.arrival_s / scale)  # wall seconds, as the ruler's other inputs
                 inflight[rec.id] = rec
                 sent_ids.add(rec.id)
                 state["sent"] += 1
@@ -267,7 +274,7 @@ class HttpTarget:
             while True:
                 await asyncio.sleep(CHECK_PERIOD_S)
                 assert stop is not None
-                view = LiveView(time.perf_counter() - t0, inflight, completed, state["sent"], len(requests))
+                view = LiveView((time.perf_counter() - t0) * scale, inflight, completed, state["sent"], len(requests))
                 reason = stop(view)
                 if reason:
                     state["reason"] = reason
@@ -323,8 +330,10 @@ class HttpTarget:
         reader = StreamReader(times)
         last = [math.nan]
 
+        scale = self.scale
+
         def on_body(data: bytes, t: float, span: float) -> None:
-            last[0] = t - t0
+            last[0] = (t - t0) * scale
             n = len(times)
             reader.feed(data, last[0])
             if shared is not None and len(times) - n > 1:
@@ -332,7 +341,7 @@ class HttpTarget:
                 shared.append((len(times) - n - 1, span))
 
         def on_sent(t: float) -> None:
-            rec.sent_s = t - t0  # right before the bytes go to the socket, on a connection already open
+            rec.sent_s = (t - t0) * scale  # right before the bytes go to the socket, on a connection already open
 
         try:
             resp = await asyncio.wait_for(client.request("POST", self.path, prepared=payload, on_body=on_body,
@@ -367,7 +376,7 @@ class HttpTarget:
         base = time.perf_counter()
 
         def clock() -> float:
-            return time.perf_counter() - base
+            return (time.perf_counter() - base) * self.scale
 
         if self.scrape:
             tasks.append(asyncio.create_task(

@@ -143,6 +143,7 @@ def _run_server(study: Study, plan: TrialPlan, trial_dir: Path, result: TrialRes
             srv.base_url, study.model.client_name, prompt_mode=study.workload.prompt,
             tokenizer=study.model.tokenizer, timeout_s=study.capacity.request_timeout_s,
             metrics_prefix=engine.metrics_prefix, metric_names=engine.metric_names_for(launch),
+            time_scale=float(getattr(settings, "time_scale", 1.0)),  # the sim's server face runs this much faster
         )
         cap = _capacity(study, target, plan, base_dir)
         _finish(study, cap, result, trial_dir, server_failure=srv.failure())
