@@ -18,12 +18,14 @@ RAY_ENV = {"RAY_ADDRESS": "local", "RAY_raylet_start_wait_time_s": "180"}
 
 
 def fault_study_data(faults: dict[str, Any], tag: str | None = None, **changes: Any) -> dict[str, Any]:
-    """A study on the sim server (time_scale 20, short timeouts) whose served name is a unique tag,
-    so every engine process it starts can be found by its command line."""
+    """A study on the sim server (time_scale 5, short timeouts) whose served name is a unique tag,
+    so every engine process it starts can be found by its command line. The client reads the server on its
+    clock, timeouts included: 3 s there is 0.6 s of wall time, before the SLA's 5 s (1 s) can stop a point, so a
+    hung engine's trial is a timeout."""
     tag = tag or "fault-" + uuid.uuid4().hex[:10]
     data: dict[str, Any] = {
         "name": "faults", "engine": "sim",
-        "sim": {"mode": "server", "time_scale": 20, "faults": faults, "start_timeout_s": 6, "stop_timeout_s": 5},
+        "sim": {"mode": "server", "time_scale": 5, "faults": faults, "start_timeout_s": 6, "stop_timeout_s": 5},
         "model": {"name": "Qwen/Qwen3-0.6B", "served_name": tag, "max_model_len": 4096},
         "workload": {"classes": [{"name": "c", "weight": 1, "input": {"dist": "fixed", "value": 64},
                                   "output": {"dist": "fixed", "value": 16}}], "warmup_requests": 2},

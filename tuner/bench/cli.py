@@ -206,10 +206,12 @@ def capacity(args: argparse.Namespace, target: HttpTarget, workload: Workload, b
              sla: Sequence[SLATerm], console: Console) -> int:
     if not sla:
         raise SpecError("--capacity needs an SLA", "--sla", 'give e.g. --sla "p99_ttft_ms<=500"')
-    settings = validate(CapacitySettings, {
+    options: dict[str, Any] = {
         "mode": args.mode, "low": args.low, "high": args.high, "tolerance": args.tolerance,
-        "max_points": args.max_points, "requests_per_point": args.requests or 200,
-        "duration_s": args.duration, "request_timeout_s": args.timeout}, "capacity options")
+        "max_points": args.max_points, "duration_s": args.duration, "request_timeout_s": args.timeout}
+    if args.duration is None or args.requests:  # a point is sized by one of them (both given: refused)
+        options["requests_per_point"] = args.requests or 200
+    settings = validate(CapacitySettings, options, "capacity options")
 
     def show(p: LoadPoint) -> None:
         state = "feasible" if p.feasible else f"violation {p.violation:+.2f}"

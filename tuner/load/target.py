@@ -87,7 +87,7 @@ class HttpTarget:
     ) -> None:
         """`time_scale`: the server runs that many times faster than the wall clock (the simulator's server
         face): requests go out at arrival_s / time_scale and every recorded time is wall x time_scale, so
-        records read on the server's clock. `timeout_s` stays wall seconds (a guard against hangs)."""
+        records read on the server's clock; `timeout_s` is on that clock too, as the SLA it guards."""
         self.settings: dict[str, Any] = {  # to build the same client in another process
             "base_url": base_url, "model": model, "api": api, "prompt_mode": prompt_mode, "tokenizer": tokenizer,
             "timeout_s": timeout_s, "ignore_eos": ignore_eos, "scrape_metrics": scrape_metrics,
@@ -345,7 +345,7 @@ class HttpTarget:
 
         try:
             resp = await asyncio.wait_for(client.request("POST", self.path, prepared=payload, on_body=on_body,
-                                                         on_sent=on_sent), self.timeout_s)
+                                                         on_sent=on_sent), self.timeout_s / scale)
             if resp.status != 200:
                 text = resp.body[:200].decode("utf-8", "replace").replace("\n", " ")
                 rec.error = f"http {resp.status}: {text}"
