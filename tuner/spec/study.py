@@ -390,6 +390,11 @@ class Study(Strict):
                 and s.n_startup_trials >= self.budget.trials:
             out.append(f"search.n_startup_trials {s.n_startup_trials} >= budget.trials {self.budget.trials}: every "
                        f"trial is a random start ({s.algorithm} never guides the search); set it below the trials")
+        sim = self.sim
+        if sim is not None and sim.mode == "server" and sim.time_scale > 5:
+            out.append(f"sim.time_scale {sim.time_scale:g} on the server face: the HTTP path's own cost is multiplied "
+                       "by it too, so latencies read high and SLA verdicts err on the miss side (docs/sim.md, The "
+                       "server); use 1-5 where the SLA matters, or mode: virtual")
         return out + _loose_sla(self.sla)
 
     @property
