@@ -6,13 +6,6 @@ A real `mlflow server` process, real local Ray, real sim trials.
 from __future__ import annotations
 
 import json
-import os
-import signal
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,35 +13,18 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from tests.conftest import run_cli, small_study
+from tests.reliability.mlflow_server import MlflowServer
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
-         "--backend-store-uri", f"sqlite:///{tmp_path / 'server.db'}",
-         "--artifacts-destination", str(tmp_path / "artifacts"), "--workers", "1"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    uri = f"http://127.0.0.1:{port}"
+    srv = MlflowServer(tmp_path / "mlflow").start()
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                urllib.request.urlopen(uri + "/health", timeout=2)
-                break
-            except OSError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    pytest.fail("mlflow server did not start")
-                time.sleep(1)
-        yield uri
+        yield srv.uri
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=30)
+        srv.stop()
 
 
 def test_resume_without_mlflow_uri_continues_in_the_server_the_study_started_in(tmp_path: Path, server: str) -> None:
