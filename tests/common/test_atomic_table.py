@@ -3,6 +3,9 @@ tracking, the reliability tests): a reader must see one whole version, never hal
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -11,6 +14,7 @@ import pyarrow as pa
 
 from tuner.common.atomic import read_table, write_table
 
+ROOT = Path(__file__).resolve().parents[2]
 SIZES = (1, 40, 300)
 
 
@@ -49,3 +53,28 @@ def test_a_reader_racing_atomic_rewrites_sees_whole_versions(tmp_path: Path) -> 
     assert not errors, f"{len(errors)} torn reads, first: {errors[0]}"
     assert len(seen) >= 2, "the writer never replaced the file while the reader read it"
     assert not list(tmp_path.glob(".*")), "no temporary file left behind"
+
+
+READ_AND_COUNT = """
+import os, sys
+from pathlib import Path
+import pyarrow.parquet  # its import starts threads of its own: counted before the read
+from tuner.common.atomic import read_table
+threads = lambda: len(os.listdir("/proc/self/task"))
+before = threads()
+rows = read_table(Path(sys.argv[1]), ["n"]).to_pylist()
+print(before, threads(), len(rows))
+"""
+
+
+def test_reading_a_table_starts_no_native_threads(tmp_path: Path) -> None:
+    # pyarrow's dataset reader left thread-pool threads that at exit sometimes aborted the process ("terminate
+    # called without an active exception", exit -6): a refused `tuner.run` (folder in use) crashed on CI instead of
+    # exiting 2. Reading on the calling thread starts none, so nothing is left to tear down.
+    path = tmp_path / "t.parquet"
+    write_table(path, pa.table({"n": list(range(50)), "s": ["x"] * 50}))
+    proc = subprocess.run([sys.executable, "-c", READ_AND_COUNT, str(path)], capture_output=True, text=True,
+                          cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    before, after, rows = map(int, proc.stdout.split())
+    assert rows == 50 and after == before, f"{after - before} thread(s) started by the read"

@@ -100,10 +100,11 @@ MAX_SPAN_S = 30 * 86400.0  # a benchmark replays minutes to hours; beyond a mont
 
 def _read_parquet(path: Path, where: str) -> dict[str, list]:
     import pyarrow as pa
-    import pyarrow.parquet as pq
+
+    from tuner.common.atomic import read_table
 
     try:
-        return pq.read_table(path).to_pydict()
+        return read_table(path).to_pydict()
     except (pa.ArrowException, OSError) as exc:
         raise SpecError(f"cannot read Parquet trace {path}: {exc}", where, "give a valid Parquet file") from None
 

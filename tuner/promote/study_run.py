@@ -10,10 +10,10 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
-import pyarrow.parquet as pq
 from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
 
+from tuner.common.atomic import read_table
 from tuner.common.errors import SpecError
 from tuner.spec.load import load_study
 from tuner.spec.study import Study
@@ -42,7 +42,7 @@ def load_study_run(client: MlflowClient, run_id: str) -> tuple[Study, list[Trial
                         "re-run the study with python -m tuner.run, which logs it")
     tmp = Path(tempfile.mkdtemp(prefix="servetune-study-run-"))
     study = load_study(Path(client.download_artifacts(run_id, study_file, str(tmp))))
-    rows = pq.read_table(client.download_artifacts(run_id, "trials.parquet", str(tmp))).to_pylist()
+    rows = read_table(Path(client.download_artifacts(run_id, "trials.parquet", str(tmp)))).to_pylist()
     trials = [TrialResult.from_row(r) for r in rows]
     return study, _with_run_ids(client, run.info.experiment_id, run_id, trials)
 

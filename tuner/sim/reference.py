@@ -312,11 +312,9 @@ REPLAYS = tuple(name for name in RECORDS if name in FIT_SET)  # fitted on; the o
 
 def replay_requests(name: str, root: Path = RESULTS_ROOT) -> tuple[list[Request], list[RequestRecord]]:
     """The measured (non-warm-up) requests of a point's records, re-based to send time 0, and their records."""
-    import io
     import tarfile
 
-    import pyarrow.parquet as pq
-
+    from tuner.common.atomic import read_table, read_table_bytes
     from tuner.load.records_io import to_records  # pyarrow: only where replays are used
 
     file, member = RECORDS[name]
@@ -324,9 +322,9 @@ def replay_requests(name: str, root: Path = RESULTS_ROOT) -> tuple[list[Request]
         with tarfile.open(root / file) as tar:
             f = tar.extractfile(member)
             assert f is not None, f"{member} in {file}"
-            table = pq.read_table(io.BytesIO(f.read()))
+            table = read_table_bytes(f.read())
     else:
-        table = pq.read_table(root / file)
+        table = read_table(root / file)
     recs = sorted((r for r in to_records(table) if not r.warmup),
                   key=lambda r: r.sent_s)
     t0 = recs[0].sent_s
@@ -382,8 +380,7 @@ def study_points(results: str, study: str = "") -> list[StudyPoint]:
     """The load points a study measured to the end (points stopped early are partial: left out; a trial stopped
     after some points keeps those it finished); `study` defaults to the study.yaml kept in the results folder.
     Each point keeps its trial's engine and args, over the study's fixed args for that engine."""
-    import pyarrow.parquet as pq  # the rows read raw: tuner.trial sits above the simulator
-
+    from tuner.common.atomic import read_table  # the rows read raw: tuner.trial sits above the simulator
     from tuner.common.metric_keys import renamed
     from tuner.spec.load import load_study
 
@@ -391,9 +388,10 @@ def study_points(results: str, study: str = "") -> list[StudyPoint]:
     spec = load_study(REPO / study)
     engines = spec.engine_names
     file = REPO / results / "trials.parquet"
-    cols = ["number", "args_json", "points_json"] + (["engine"] if "engine" in pq.read_schema(file).names else [])
+    table = read_table(file)
+    cols = ["number", "args_json", "points_json"] + (["engine"] if "engine" in table.column_names else [])
     out = []
-    for row in pq.read_table(file, columns=cols).to_pylist():
+    for row in table.select(cols).to_pylist():
         engine = row.get("engine") or engines[0]
         assert engine in engines, f"{results} trial {row['number']}: engine {engine!r} not in the study's {engines}"
         args = {**spec.space_ref(engine).fixed, **json.loads(row["args_json"])}

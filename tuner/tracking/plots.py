@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import plotly.graph_objects as go
-import pyarrow.parquet as pq
 from plotly.subplots import make_subplots
 
+from tuner.common.atomic import read_table
 from tuner.common.metric_keys import split_latency
 from tuner.common.numeric import finite_float
 from tuner.spec.sla import SLATerm
@@ -225,7 +226,7 @@ def latency_samples(trial: TrialResult, column: str) -> list[float]:
     if not trial.records_path:
         return []
     try:
-        table = pq.read_table(trial.records_path)
+        table = read_table(Path(trial.records_path))
     except (OSError, ValueError):
         return []
     cols = table.to_pydict()

@@ -110,9 +110,9 @@ def _records(t: TrialResult) -> list[dict[str, Any]]:
     """Finished, measured requests of the capacity point (the trial keeps that point's records)."""
     if not t.records_path or not Path(t.records_path).exists():
         return []
-    import pyarrow.parquet as pq
+    from tuner.common.atomic import read_table
 
-    rows = pq.read_table(t.records_path).to_pylist()
+    rows = read_table(Path(t.records_path)).to_pylist()
     return [r for r in rows if not r.get("warmup") and not r.get("error") and r.get("done_s") is not None]
 
 
