@@ -114,6 +114,44 @@ def launch_rows(x: np.ndarray, w: np.ndarray, pt: np.ndarray, new: np.ndarray, e
               f"{np.nanmedian(w[idx]):6.1f} {np.median(before):7.1f} {np.median(own):7.1f} {np.mean(pt[idx - 1] > 0):6.2f}")
 
 
+def token_times(d: dict) -> list[np.ndarray]:
+    """Each request's token arrival times at the client (first token, then each inter-token latency)."""
+    return [st + tt + np.concatenate([[0.0], np.cumsum(itl)])
+            for st, tt, itl in zip(d["start_times"], d["ttfts"], d["itls"], strict=True) if tt]
+
+
+def wpct(x: np.ndarray, w: np.ndarray, qs: tuple[float, ...]) -> np.ndarray:
+    """Weighted percentiles (each value counted w times)."""
+    o = np.argsort(x)
+    cw = np.cumsum(w[o]) / np.sum(w)
+    return np.array([x[o][min(np.searchsorted(cw, q / 100), len(x) - 1)] for q in qs])
+
+
+def tail_table(st: list[dict], ends: np.ndarray, runs: list[tuple[Path, dict]]) -> None:
+    """Where the client's inter-token gaps come from, as distributions (a token-by-token match is not reliable: the
+    API server hands tokens out in bursts). Every running request gets one token per step (no preemptions in these
+    runs), so the engine's ITL distribution is its output intervals (u end to u end) counted once per request
+    running in the later step. Per run (a bench's sends to 15 s after the last): client P50 / P90 / P99 ITL against
+    the engine's, and for the engine's intervals at or above its P99 the share whose step, or the step after (async
+    scheduling launches it before handing out the step's tokens), carries prompt work, and their median launch sum."""
+    heavy = np.array([s["tokens"] - s["running"] >= 256 for s in st] + [False])
+    launch = np.array([(s["x"][1] - s["x"][0]) if "x" in s else 0.0 for s in st] + [0.0])
+    starts = np.array([s["s"][0] for s in st])
+    running = np.array([s["running"] for s in st], dtype=float)
+    print(f"  {'run':>6s} {'client p50/p90/p99':>20s} {'engine p50/p90/p99':>20s} {'n>=p99':>6s} {'prompt':>6s} "
+          f"{'launch':>6s}   (ms)")
+    for _, d in runs:
+        itl = np.concatenate([np.asarray(x) for x in d["itls"] if x]) * 1e3
+        t_lo, t_hi = min(d["start_times"]), max(d["start_times"]) + 15.0
+        i = np.where((starts[1:] >= t_lo) & (starts[1:] <= t_hi))[0] + 1
+        gap, w = (ends[i] - ends[i - 1]) * 1e3, running[i]
+        pe = wpct(gap, w, (50, 90, 99))
+        m = i[gap >= pe[2]]
+        print(f"  {d['request_rate']:>5g}/s {'/'.join(f'{v:.1f}' for v in np.percentile(itl, [50, 90, 99])):>20s} "
+              f"{'/'.join(f'{v:.1f}' for v in pe):>20s} {len(m):6d} {np.mean(heavy[m] | heavy[m + 1]):6.2f} "
+              f"{np.median(launch[m] + launch[m + 1]) * 1e3:6.1f}")
+
+
 def report(folder: Path) -> None:
     rows = load_trace(folder)
     st = steps(rows)
@@ -141,6 +179,7 @@ def report(folder: Path) -> None:
     prompt_steps = {i for i, s in enumerate(st) if s["new"]}
     runs = [(b, read_bench(b)) for b in sorted(folder.parent.glob(f"bench_{folder.name.removeprefix('trace_')}_r*.json*"))]
     launch_table(st, ends, runs)
+    tail_table(st, ends, runs)
     for bench, d in runs:
         firsts = np.sort(first_tokens(d))
         firsts = firsts[(firsts >= ends[0]) & (firsts <= ends[-1])]

@@ -21,8 +21,9 @@ def free_port() -> int:
 class MlflowServer:
     """Start, stop and restart (same port, same store) an `mlflow server`; its own process group."""
 
-    def __init__(self, root: Path, port: int | None = None) -> None:
-        self.root, self.port = root, port or free_port()
+    def __init__(self, root: Path, port: int | None = None, admin_password: str | None = None) -> None:
+        """`admin_password`: MLflow's basic-auth app (every API call needs a user; `admin` has this password)."""
+        self.root, self.port, self.admin_password = root, port or free_port(), admin_password
         self.proc: subprocess.Popen[bytes] | None = None
         root.mkdir(parents=True, exist_ok=True)
 
@@ -35,9 +36,14 @@ class MlflowServer:
         argv = [str(mlflow), "server", "--host", "127.0.0.1", "--port", str(self.port), "--workers", "1",
                 "--backend-store-uri", f"sqlite:///{self.root / 'store.db'}",
                 "--artifacts-destination", str(self.root / "artifacts")]
+        env = dict(os.environ)
+        if self.admin_password:
+            argv += ["--app-name", "basic-auth"]
+            env.update(MLFLOW_AUTH_ADMIN_PASSWORD=self.admin_password, MLFLOW_FLASK_SERVER_SECRET_KEY="servetune-test",
+                       MLFLOW_AUTH_CONFIG_PATH=str(self._auth_config()))
         log = (self.root / "server.log").open("ab")
         self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                                     cwd=self.root)
+                                     cwd=self.root, env=env)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             try:
@@ -50,6 +56,13 @@ class MlflowServer:
                 raise RuntimeError((self.root / "server.log").read_text()[-3000:])
             time.sleep(0.5)
         raise RuntimeError("mlflow server did not answer:\n" + (self.root / "server.log").read_text()[-3000:])
+
+    def _auth_config(self) -> Path:
+        """The auth app's users database in this server's folder (its default is ./basic_auth.db)."""
+        path = self.root / "basic_auth.ini"
+        path.write_text(f"[mlflow]\ndefault_permission = READ\ndatabase_uri = sqlite:///{self.root / 'auth.db'}\n"
+                        "admin_username = admin\n")
+        return path
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

@@ -6,14 +6,10 @@ by two processes and workers on other nodes need no access to the tracking store
 
 from __future__ import annotations
 
-import base64
 import json
 import logging
 import os
 import tempfile
-import urllib.error
-import urllib.parse
-import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -23,7 +19,8 @@ from tuner.common.numeric import finite_float
 from tuner.common.redact import redact, redact_text, redact_yaml_text
 from tuner.spec.sla import SLATerm
 from tuner.tracking import compare, trial_plots
-from tuner.tracking.credentials import split_credentials, strip_credentials
+from tuner.tracking.credentials import strip_credentials
+from tuner.tracking.server_check import check_server
 from tuner.trial.result import TrialResult
 
 log = logging.getLogger(__name__)
@@ -57,7 +54,7 @@ def check_uri(uri: str, where: str = "--mlflow-uri", *, reach: bool = True) -> N
         raise SpecError(f"Databricks tracking ({shown}) is not supported by servetune", where, _URI_FIX)
     if scheme in ("http", "https"):
         if reach:
-            _check_server(uri, shown, where)
+            check_server(uri, shown, where)
     elif scheme == "sqlite":
         if not uri.startswith("sqlite:///") or len(uri) <= len("sqlite:///"):
             raise SpecError(f"malformed SQLite URI {shown!r}", where, "write sqlite:///absolute/path/mlflow.db")
@@ -79,35 +76,6 @@ def check_uri(uri: str, where: str = "--mlflow-uri", *, reach: bool = True) -> N
             raise SpecError(f"{shown} is a file store, which MLflow 3 refuses", where, _URI_FIX)
     else:
         raise SpecError(f"unsupported MLflow URI scheme in {shown}", where, _URI_FIX)
-
-
-def _check_server(uri: str, shown: str, where: str) -> None:
-    try:
-        parts = urllib.parse.urlsplit(uri)
-        host, port = parts.hostname or "", parts.port
-    except ValueError as exc:
-        raise SpecError(f"malformed MLflow URI {shown} ({exc})", where,
-                        "write http(s)://host:port with a port in 1..65535") from None
-    if not host:
-        raise SpecError(f"MLflow URI {shown} has no host", where, "write http(s)://host:port")
-    netloc = (f"[{host}]" if ":" in host else host) + (f":{port}" if port else "")
-    req = urllib.request.Request(urllib.parse.urlunsplit((parts.scheme, netloc, parts.path.rstrip("/") + "/health",
-                                                          "", "")))
-    if parts.username:  # credentials in the URI become a basic-auth header, as MLflow's client sends them
-        _, env = split_credentials(uri)
-        if "MLFLOW_TRACKING_TOKEN" in env:
-            req.add_header("Authorization", f"Bearer {env['MLFLOW_TRACKING_TOKEN']}")
-        else:
-            token = base64.b64encode(f"{env['MLFLOW_TRACKING_USERNAME']}:{env['MLFLOW_TRACKING_PASSWORD']}".encode())
-            req.add_header("Authorization", f"Basic {token.decode()}")
-    try:
-        with urllib.request.urlopen(req, timeout=5) as resp:
-            if resp.status != 200:
-                raise OSError(f"HTTP {resp.status}")
-    except (OSError, urllib.error.URLError, ValueError) as exc:
-        raise SpecError(f"MLflow tracking server {shown} is unreachable ({redact_text(str(exc))})", where,
-                        "start it (mlflow server --host 127.0.0.1 ...) or leave the URI out to use a "
-                        "local SQLite store") from None
 
 
 class StudyTracker:
