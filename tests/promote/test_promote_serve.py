@@ -99,6 +99,7 @@ def staged(cluster: ServeCluster, mlflow_uri: str, tmp_path_factory: pytest.Temp
     assert _serving(cluster)["engine_args"]["max_num_seqs"] == 64
     # the canary ran against the deployed app at 0.8 x the confirmed capacity (8 req/s) and passed
     assert "canary: 6.4 req/s for 3s" in proc.stdout and "canary passed" in proc.stdout, proc.stdout
+    assert "the app is the simulator at time_scale 50" in proc.stdout, proc.stdout
     assert mv.tags["servetune.canary"] == "passed" and float(mv.tags["servetune.canary_completed"]) >= 10
     record = json.loads((tmp / "p1" / "promotion.json").read_text())["canary"]
     assert record["passed"] and record["figures"]["error_rate"] == 0 and record["figures"]["p99_ttft_ms"] <= 500

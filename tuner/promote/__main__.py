@@ -201,6 +201,11 @@ def _canary_check(args: argparse.Namespace, study: Study, mv: ModelVersion) -> C
     canary = plan(study, capacity, seconds=args.canary_seconds, load=args.canary_rate)
     print(f"canary: {canary.describe()}, SLA {', '.join(str(t) for t in study.sla)}")
     model = study.model.client_name
+    scale = _sim_time_scale(study, mv.tags.get("servetune.engine", ""))
+    if scale != 1.0:  # read on the sim's clock, the HTTP path's own cost (~70 ms through Serve here) is scaled too
+        print(f"note: the app is the simulator at time_scale {scale:g}: the canary reads wall-clock latencies of a "
+              f"server {scale:g}x faster than the study's clock, so it checks the serving path (streams, errors), "
+              "not the study's latency figures")
 
     def check(http_base: str, route_prefix: str) -> CanaryResult:
         return run_canary(study, http_base, route_prefix, model, canary)
@@ -272,6 +277,18 @@ def _picked(trials: list[TrialResult], ref: str) -> TrialResult:
     ids = ", ".join(t.trial_id + (" (baseline)" if t.baseline else "") for t in trials[:12])
     raise SpecError(f"the study run has no trial {ref!r}", "--trial",
                     f"give one of: {ids}{' ...' if len(trials) > 12 else ''}, or baseline")
+
+
+def _sim_time_scale(study: Study, engine: str) -> float:
+    """How much faster than the wall clock the deployed app serves: a simulated engine's app runs the study's
+    `sim.time_scale` (its latencies are sim time, as the study measured them); a real engine's, 1."""
+    from tuner.engines.registry import engine_class
+
+    try:
+        simulated = bool(engine) and engine_class(engine).simulated
+    except Exception:  # noqa: BLE001 - an engine this install does not know: not the simulator
+        simulated = False
+    return float(study.sim.time_scale) if simulated and study.sim is not None else 1.0
 
 
 if __name__ == "__main__":

@@ -113,15 +113,16 @@ def check_engines(study: Study, space: Space) -> None:
         # defaults, then every choice of every categorical param (precision, speculative method, layout...)
         # folded into engine args as a trial launches them: the engine's parser sees each one
         launch = LaunchSpec.for_check(study.model, engine.run_settings(study))
+        loc = where if sp.fixed else where.removesuffix(".fixed")  # where a value that chokes a check was written
         try:
             probes = sp.probes()
         except (TypeError, ValueError, ArithmeticError) as exc:  # the constraints met a value of the wrong kind
-            raise _choked(name, exc, "defaults", where if sp.fixed else where.removesuffix(".fixed"), sp.fixed) from None
+            raise _choked(name, exc, "defaults", loc, sp.fixed) from None
         for probe, args in probes:
             try:
                 engine.check_args(args, launch)
             except (TypeError, ValueError, ArithmeticError) as exc:  # an engine's own check choked on a value
-                raise _choked(name, exc, probe, where if sp.fixed else where.removesuffix(".fixed"), sp.fixed) from None
+                raise _choked(name, exc, probe, loc, sp.fixed) from None
             except SpecError as exc:  # engines say "args.<name>"; the user wrote it under search_space.fixed
                 key = exc.where.removeprefix("args.")
                 if exc.where.startswith("args.") and key in sp.fixed:
