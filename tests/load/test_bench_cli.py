@@ -118,3 +118,19 @@ def test_bad_numbers_and_urls_are_refused_by_the_parser(args: list[str], needle:
         main(["--url", "http://127.0.0.1:9", "--model", "m", "--workload", "static", "--rate", "1", *args])
     assert exc.value.code == 2
     assert needle in capsys.readouterr().err
+
+
+def test_time_scale_reads_a_faster_server_on_its_own_clock(fake_server: Callable[..., Any], tmp_path: Path) -> None:
+    # the server streams a token every 2 ms of wall time; told it runs 5x faster than the wall clock, the bench
+    # sends 5x faster and reads every time x5: ITL ~10 ms on the server's clock (without the flag: ~2 ms)
+    srv = fake_server("--ttft-ms", "2", "--itl-ms", "2")
+    common = ("--url", srv.url, "--model", "fake", "--workload", "dynamic", "--rate", "10", "--requests", "30",
+              "--max-model-len", "2048", "--warmup", "0", "--no-progress")
+    scaled = bench(*common, "--time-scale", "5", "--output", str(tmp_path / "s"))
+    plain = bench(*common, "--output", str(tmp_path / "p"))
+    assert scaled.returncode == 0 and plain.returncode == 0, scaled.stdout + scaled.stderr + plain.stderr
+    s = json.loads((tmp_path / "s" / "summary.json").read_text())
+    p = json.loads((tmp_path / "p" / "summary.json").read_text())
+    assert s["completed"] == p["completed"] == 30
+    assert 3.5 * p["p50_itl_ms"] <= s["p50_itl_ms"] <= 7 * p["p50_itl_ms"], (s["p50_itl_ms"], p["p50_itl_ms"])
+    assert bench(*common, "--time-scale", "0").returncode == 2

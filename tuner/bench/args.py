@@ -41,6 +41,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=SECONDS, default=300.0, help="per-request timeout, seconds")
     p.add_argument("--metrics-prefix", default="vllm:", help="vllm: or sglang: (/metrics names)")
     p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--time-scale", type=number(0.0, 1000.0), default=1.0, metavar="S",
+                   help="the server runs S times faster than the wall clock (servetune's simulator server, "
+                        "python -m tuner.sim.server --time-scale S): loads, durations, timeouts and every figure are "
+                        "read on its clock")
     p.add_argument("--client-processes", type=count(1, 256), default=1,
                    help="split each load over N client processes when one cannot read every stream in time "
                         "(see client_error_ms); not with --capacity, whose early stop needs every stream in one")

@@ -172,7 +172,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         workload, base = load_workload(args.workload, args)
         target = HttpTarget(args.url, args.model, api=args.api, prompt_mode=workload.prompt,
                             tokenizer=args.tokenizer, timeout_s=args.timeout, metrics_prefix=args.metrics_prefix,
-                            metric_names=metric_names(args.metrics_prefix), processes=args.client_processes)
+                            metric_names=metric_names(args.metrics_prefix), processes=args.client_processes,
+                            time_scale=args.time_scale)
         if args.client_processes < 1:
             raise SpecError(f"--client-processes must be >= 1, got {args.client_processes}", "--client-processes",
                             "give 1 (default) or more processes")
