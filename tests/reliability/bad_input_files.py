@@ -29,8 +29,7 @@ from bad_input_kit import (
     trace_at,
 )
 
-CASES: list[Case] = []
-CASES += [
+CASES: list[Case] = [
     # -- YAML structure
     Case("yaml-list-as-key", "a list used as a mapping key (`? [a, b]`; crashed with TypeError)",
          (raw("name: bad\n? [a, b]\n: 1\n"),),

@@ -27,8 +27,7 @@ from bad_input_kit import (
     study_at,
 )
 
-CASES: list[Case] = []
-CASES += [
+CASES: list[Case] = [
     # -- the file itself
     Case("non-utf8-file", "a study file that is not UTF-8 (Latin-1 bytes)",
          (study_at("latin1.yaml"), file("latin1.yaml", b"name: bad\nmodel:\n  name: caf\xe9\n")),
