@@ -42,27 +42,18 @@ from tuner.sim.reference import (
 WINDOW_S = 0.002
 
 
-def packing(first: np.ndarray) -> np.ndarray:
-    """Prompts by the number of prompts in their step: [in 1-prompt steps, 2, 3, 4+] (fractions)."""
-    f = np.sort(first)
-    sizes, c = [], 1
-    for gap in np.diff(f):
-        if gap < WINDOW_S:
-            c += 1
-        else:
-            sizes.append(c)
-            c = 1
-    sizes.append(c)
-    per = np.zeros(4)
-    for s in sizes:
-        per[min(s, 4) - 1] += s
-    return per / per.sum()
-
-
 def groups(first: np.ndarray) -> list[np.ndarray]:
     """The first-token times grouped into steps (gaps under WINDOW_S)."""
     f = np.sort(first)
     return np.split(f, np.where(np.diff(f) >= WINDOW_S)[0] + 1)
+
+
+def packing(first: np.ndarray) -> np.ndarray:
+    """Prompts by the number of prompts in their step: [in 1-prompt steps, 2, 3, 4+] (fractions)."""
+    per = np.zeros(4)
+    for g in groups(first):
+        per[min(len(g), 4) - 1] += len(g)
+    return per / per.sum()
 
 
 def step_intervals(first: np.ndarray, tokens: list[np.ndarray]) -> list[float]:

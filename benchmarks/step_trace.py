@@ -114,12 +114,6 @@ def launch_rows(x: np.ndarray, w: np.ndarray, pt: np.ndarray, new: np.ndarray, e
               f"{np.nanmedian(w[idx]):6.1f} {np.median(before):7.1f} {np.median(own):7.1f} {np.mean(pt[idx - 1] > 0):6.2f}")
 
 
-def token_times(d: dict) -> list[np.ndarray]:
-    """Each request's token arrival times at the client (first token, then each inter-token latency)."""
-    return [st + tt + np.concatenate([[0.0], np.cumsum(itl)])
-            for st, tt, itl in zip(d["start_times"], d["ttfts"], d["itls"], strict=True) if tt]
-
-
 def wpct(x: np.ndarray, w: np.ndarray, qs: tuple[float, ...]) -> np.ndarray:
     """Weighted percentiles (each value counted w times)."""
     o = np.argsort(x)
