@@ -12,11 +12,12 @@ from pathlib import Path
 import pytest
 
 SERVER = Path(__file__).with_name("fake_server.py")
+RAW_SERVER = Path(__file__).with_name("raw_server.py")
 
 
 class Server:
-    def __init__(self, *args: str) -> None:
-        self.proc = subprocess.Popen([sys.executable, str(SERVER), *args], stdout=subprocess.PIPE, text=True)
+    def __init__(self, *args: str, script: Path = SERVER) -> None:
+        self.proc = subprocess.Popen([sys.executable, str(script), *args], stdout=subprocess.PIPE, text=True)
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
         if not line.startswith("PORT "):

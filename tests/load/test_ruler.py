@@ -3,6 +3,7 @@ that reports the error with every run (no realtime scheduling: how users run it)
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -10,6 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tests.load.conftest import RAW_SERVER, Server
 from tuner.load.http1 import KERNEL_STAMPS
 from tuner.load.metrics import summarize
 from tuner.load.ruler import Ruler, attach, warning
@@ -30,13 +32,15 @@ def workload(out: int, warmup: int) -> Workload:
                                "warmup_requests": warmup}, "test")
 
 
-def test_p99_ttft_within_3ms_of_the_servers_own(fake_server: Callable[..., Any]) -> None:
+@pytest.mark.skipif(sys.platform != "linux", reason="perf_counter is one clock across processes on Linux only")
+def test_p99_ttft_within_3ms_of_the_truth(fake_server: Callable[..., Any]) -> None:
     """16 streams in flight (closed loop), 50 ms injected TTFT, 10 ms ITL: the client's P99 TTFT is
-    within 3 ms of the server's own (first token written - request arrived, from its log). The
-    reference server runs under SCHED_FIFO where permitted (an instrument that neighbours cannot
-    delay); the client under test does not, as users run it. A neighbour on a shared machine can
-    still delay the client: a run hit by that is repeated (at most 5), and the ruler reports it; a
-    systematic client error fails every run."""
+    within 3 ms of the truth, the server's first-token write stamp less the client's send stamp (both
+    `perf_counter`, one clock on Linux), and every request's first-token stamp is within 3 ms of the
+    server's write at P99 (the send stamp: the next test). The truth is not the server's own TTFT (write - handler start): the time its
+    loop and aiohttp take to reach a request is latency the client rightly sees (1-8 ms of it on a
+    2-core VM), not a client error. The client is not realtime, as users run it: a run delayed by a
+    neighbour is repeated (at most 5); a systematic client error fails every run."""
     srv = fake_server("--ttft-ms", "50", "--itl-ms", "10", "--realtime")
     reqs = generate(workload(20, 16), n=96, rate=None, seed=0)
     seen: list[dict[str, float]] = []
@@ -47,20 +51,54 @@ def test_p99_ttft_within_3ms_of_the_servers_own(fake_server: Callable[..., Any])
         assert s["completed"] == 96 and s["failed"] == 0
         log = {e["rid"]: e["arrived"] for e in srv.get("/log")}
         writes = srv.get("/timings")
-        server_ttft = [(writes[f"st-{r.id}"][-20] - log[f"st-{r.id}"]) * 1e3 for r in records if not r.warmup]
+        measured = [r for r in records if not r.warmup]
+        assert all(r.first_token_s is not None for r in measured)
+        sent = np.array([target.t0 + r.sent_s for r in measured])
+        first = np.array([target.t0 + (r.first_token_s or 0.0) for r in measured])
+        written = np.array([writes[f"st-{r.id}"][-20] for r in measured])  # this run's first of 20 tokens
+        arrived = np.array([log[f"st-{r.id}"] for r in measured])
+        # the send stamp is taken before the bytes leave, the token's stamp after the server wrote it
+        assert (arrived - sent).min() >= -5e-5 and (first - written).min() >= -5e-5, (arrived - sent, first - written)
         assert all(k in target.last_client for k in KEYS)
         assert target.last_client["client_connects"] == 0  # the pool was warm before the window
         assert target.last_client["client_rx_kernel"] == (1.0 if KERNEL_STAMPS else 0.0)
         assert 0 < target.last_client["client_busy"] < 1
-        d = {"client_p99": s["p99_ttft_ms"], "server_p99": float(np.percentile(server_ttft, 99)),
-             "client_p50": s["p50_ttft_ms"], "server_p50": float(np.percentile(server_ttft, 50)),
+        truth = (written - sent) * 1e3
+        d = {"client_p99": s["p99_ttft_ms"], "truth_p99": float(np.percentile(truth, 99)),
+             "client_p50": s["p50_ttft_ms"], "truth_p50": float(np.percentile(truth, 50)),
+             "p99_rx_error_ms": float(np.percentile((first - written) * 1e3, 99)),
+             "p99_ingress_ms": float(np.percentile((arrived - sent) * 1e3, 99)),
              "client_error_ms": target.last_client["client_error_ms"]}
         seen.append(d)
-        # the client's TTFT contains the server's (and the request's trip): never below it
-        assert d["client_p50"] >= d["server_p50"] - 0.05, d
-        if abs(d["client_p99"] - d["server_p99"]) <= 3.0 and abs(d["client_p50"] - d["server_p50"]) <= 3.0:
+        if (d["p99_rx_error_ms"] <= 3.0 and abs(d["client_p99"] - d["truth_p99"]) <= 3.0
+                and abs(d["client_p50"] - d["truth_p50"]) <= 3.0):
             return
-    pytest.fail(f"P99 TTFT more than 3 ms off the server's own in every run: {seen}")
+    pytest.fail(f"P99 TTFT more than 3 ms off the truth in every run: {seen}")
+
+
+def test_send_stamp_within_1ms_of_the_bytes_landing() -> None:
+    """The send side of every latency: against a bare blocking server (tests/load/raw_server.py, which
+    stamps a request as the `recv` completing it returns), the client's send stamp is at most 1 ms
+    before the request lands at P50, and never after it. A stamp taken at the schedule instead of the
+    write, or before the payload is built, fails this. A run a neighbour delayed is repeated (at most 5)."""
+    srv = Server("--tokens", "20", script=RAW_SERVER)
+    seen: list[dict[str, float]] = []
+    try:
+        for _ in range(5):
+            target = HttpTarget(srv.url, "fake", scrape_metrics=False)
+            records = [r for r in target.run(generate(workload(20, 16), n=96, rate=None, seed=0), concurrency=4)
+                       if not r.warmup]
+            assert all(r.error is None for r in records), {r.error for r in records}
+            log = srv.get("/log")
+            assert isinstance(log, dict)
+            ingress = np.array([log[f"st-{r.id}"] - (target.t0 + r.sent_s) for r in records]) * 1e3
+            assert ingress.min() >= -0.05, ingress.min()  # the stamp is taken before the bytes leave
+            seen.append({"p50_ingress_ms": float(np.percentile(ingress, 50)), "max_ingress_ms": float(ingress.max())})
+            if seen[-1]["p50_ingress_ms"] <= 1.0:
+                return
+    finally:
+        srv.stop()
+    pytest.fail(f"send stamps more than 1 ms before the request landed (P50) in every run: {seen}")
 
 
 def test_ruler_sees_a_stalled_event_loop_and_flags_the_run(fake_server: Callable[..., Any]) -> None:
