@@ -129,13 +129,15 @@ class SimulatedEngine:
             sched.cpu_cv = self.cal.prompt_cpu_step_cv
             sched.launch = bool(self.cal.prompt_lead_cpu)
             sched.serial = self.cal.prompt_launch_serial
+            sched.hold = bool(self.cal.prompt_hold)
             if sched.cpu_cv:  # (the floor's and the admission's fixed CPU time per prompt step)
                 sched.rng = random.Random(self.cal.jitter_seed)
             sched.admit_cpu, sched.admit_step = self.cal.admit_cpu_s, self.cal.admit_step_s
             sched.admit_on = bool(self.cal.admit_cpu_s or self.cal.admit_step_s)
         else:
             sched = SGLangScheduler(self.cost, self.cfg, self.kv_capacity_tokens, self.cal.frontend_s)
-        sched.macro = self.macro_steps
+        # the hold needs each step's view of what the next one carries: one step at a time (same records otherwise)
+        sched.macro = self.macro_steps and not getattr(sched, "hold", False)
         return sched
 
     def too_long(self, input_len: int, output_len: int) -> bool:
@@ -244,9 +246,11 @@ class SimulatedEngine:
         finished = sched.finished
         advance = sched.advance
         inf = math.inf
+        hold = isinstance(sched, VLLMScheduler) and sched.hold
         while True:
             now = sched.now
             next_arr = inf
+            incoming = False
             while pending:
                 t_send, i = pending[-1]
                 t_send, i = -t_send, -i
@@ -274,6 +278,7 @@ class SimulatedEngine:
                     break
                 if ahead and t_in > sched.last_start:
                     next_arr = t_in  # the step starting now was scheduled before it came: one more step
+                    incoming = True  # (it is in the step after this one)
                     break
                 pending.pop()
                 if fifo_in and not bad:
@@ -289,6 +294,8 @@ class SimulatedEngine:
                     waiting.append(s)
             if now >= t_stop:
                 break
+            if hold:
+                sched.incoming = incoming  # type: ignore[attr-defined]
             progressed = advance(next_arr if next_arr < t_stop else t_stop)
             if finished:
                 if backlog:

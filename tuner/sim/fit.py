@@ -93,6 +93,15 @@ class Calibration:
     # the GPU runs each kernel as it is launched, so the launch and the GPU work overlap; 1 = the GPU waits for the
     # whole launch). The step before's GPU work, carried in, overlaps the launch either way
     prompt_launch_serial: float = 0.0
+    # vLLM (1 = on, 0 = off): the launch of a prompt step holds the tokens of the step *before* it, and the prompts'
+    # first tokens leave at the prompt step's own end (the 4B step trace, docs/sim.md). With async scheduling the engine
+    # core launches step N+1 while the GPU runs step N and hands out N's tokens only after that launch; a prompt step's
+    # launch (drawn per step from prompt_cpu_step_s / prompt_cpu_step_cv) runs 20-35 ms, a decode step's 2 ms. So the
+    # step before a prompt step hands out at max(its GPU end, its start + the launch); the GPU runs on (the prompt
+    # step's kernels run as they are launched: prompt_launch_serial of the launch first), so the prompt step's own
+    # interval is its GPU time less the part hidden under the launch. In place of prompt_defer, the floor, the lead
+    # and the admission terms
+    prompt_hold: int = 0
     # KV reads slow with the query heads each KV head serves (GQA group g = heads / kv_heads): the KV-read time is
     # x (g / KV_GROUP_REF) ** this (0 = off). A decode attention kernel works one KV head's blocks for its g query
     # heads at a time, so more query rows per byte read keep it further from the bandwidth roofline. e_kv is fitted on

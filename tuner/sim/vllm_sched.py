@@ -48,6 +48,12 @@ class VLLMScheduler(Core):
         self.cpu_cv = 0.0  # Calibration.prompt_cpu_step_cv (0 = off; set by the engine)
         self.launch = False  # Calibration.prompt_lead_cpu (set by the engine): the prompt step's launch holds the decodes
         self.serial = 0.0  # Calibration.prompt_launch_serial: the launch's share before the GPU starts the step
+        self.hold = False  # Calibration.prompt_hold (set by the engine): a prompt step's launch holds the step before
+        self.incoming = False  # set by the engine loop: a request reached the engine during this step's scheduling
+        self.out_floor = -math.inf  # with the hold: no step hands out before the one before it
+        self.gpu_ready = -math.inf  # with the hold: the GPU's next step waits for this much of its launch
+        self.cpu_free = -math.inf  # with the hold: when the engine core's CPU is done launching the last prompt step
+        self.launched = -math.inf  # with the hold: the next step's launch ends then (its GPU work cannot end before)
         # draws the prompt steps' CPU time when cpu_cv is on; seeded per run (Calibration.jitter_seed, set by the
         # engine): the same sends give the same records, and configs compared in one study see the same draws
         self.rng = random.Random(0)
@@ -93,6 +99,35 @@ class VLLMScheduler(Core):
         gpu = dur + (carry if carry > start else start)
         self.carry = gpu - lead if gpu > lead else 0.0
         return lead
+
+    def _next_has_prompt(self, chunks: list[tuple[Seq, int]]) -> bool:
+        """Whether the step after this one carries prompt work: a request that reached the engine meanwhile, one
+        still waiting that may be admitted, or a prefill this step leaves unfinished."""
+        if self.incoming or self.waiting and len(self.running) < self.mns:
+            return True
+        done = 0
+        for s, c in chunks:
+            if s.L + c < s.target:
+                return True
+            done += 1
+        return len(self.prefilling) > done
+
+    def _held(self, start: float, end: float, nxt: bool) -> float:
+        """With `prompt_hold`: when a step that started at `start` and whose GPU work ends at `end` hands out its
+        tokens. Before a prompt step, after the longer of that and the prompt step's launch (drawn), which starts as
+        this step does (async scheduling) or when the CPU is done with the launch before it; the GPU starts the prompt
+        step `prompt_launch_serial` into the launch and cannot end it before the launch ends."""
+        out = end
+        if nxt:
+            begin = start if start > self.cpu_free else self.cpu_free
+            self.cpu_free = self.launched = ready = begin + self._drawn(self.cpu_step)
+            if ready > out:
+                out = ready
+            self.gpu_ready = begin + self.serial * (ready - begin)
+        if self.out_floor > out:
+            out = self.out_floor
+        self.out_floor = out
+        return out
 
     def _drawn(self, mean: float) -> float:
         """A prompt step's fixed CPU time: `mean`, or with `cpu_cv` a gamma draw of that mean and spread."""
@@ -269,14 +304,18 @@ class VLLMScheduler(Core):
         cost_step = self.cost.step
         if not self.spec_on and not self.heat_k:
             dur = cost_step(tokens, logits, pairs, kv, tokens <= graph_max)
-            if self.launch and chunks:
+            if self.hold:
+                pass  # the GPU's time: the launch shows in when the step before hands out (_held)
+            elif self.launch and chunks:
                 dur = self._launch(dur, n, ctx)
             else:
                 if self.cpu_floor and chunks:
                     dur = self._cpu_floor(dur, n, ctx, tokens - n)
                 if admitted and self.admit_on:
                     dur += self._admit_late(admitted)
-            if self.defer and not (self.launch and chunks) or self.carry and not chunks:
+            if self.hold:
+                pass
+            elif self.defer and not (self.launch and chunks) or self.carry and not chunks:
                 extra = 0.0
                 if chunks and n:
                     extra = dur - cost_step(n, n, ctx, ctx, n <= graph_max)
@@ -291,14 +330,18 @@ class VLLMScheduler(Core):
                 self._heat_add(dur, self.cost.flop_time(tokens, logits, pairs) * m_clk / dur)
             else:
                 dur = cost_step(tokens, logits, pairs, kv, tokens <= graph_max, **spec)
-            if self.launch and chunks:
+            if self.hold:
+                pass
+            elif self.launch and chunks:
                 dur = self._launch(dur, n, ctx, spec)
             else:
                 if self.cpu_floor and chunks:
                     dur = self._cpu_floor(dur, n, ctx, tokens - n, spec)
                 if admitted and self.admit_on:
                     dur += self._admit_late(admitted)
-            if self.defer and not (self.launch and chunks) or self.carry and not chunks:
+            if self.hold:
+                pass
+            elif self.defer and not (self.launch and chunks) or self.carry and not chunks:
                 extra = 0.0
                 if chunks and n:
                     base = cost_step(n, n, ctx, ctx, n <= graph_max, **spec)
@@ -306,10 +349,19 @@ class VLLMScheduler(Core):
                 dur += self.carry - extra
                 self.carry = extra
         now = self.now
+        if self.hold:
+            if self.gpu_ready > now:
+                now = self.gpu_ready
+            end = now + dur
+            if self.launched > end:
+                end = self.launched
+            self.now = end
+            t_out = self._held(now, end, self._next_has_prompt(chunks)) + self.frontend
+        else:
+            self.now = end = now + dur
+            t_out = end + self.frontend
         self.last_start = now
         self.idle = False
-        self.now = now = now + dur
-        t_out = now + self.frontend
         self.steps += 1
         if n:
             self.segs.extend((t_out, 0.0, 0.0, m))
@@ -322,7 +374,7 @@ class VLLMScheduler(Core):
         if self.lagged:
             self._sample_lagged(t_out)
         if chunks:
-            lag = self.defer > 0.0 and n > 0 or self.launch
+            lag = (self.defer > 0.0 and n > 0 or self.launch) and not self.hold
             for s, c in chunks:
                 s.L += c
                 self.prompt_tokens += c
@@ -362,15 +414,17 @@ class VLLMScheduler(Core):
         tokens = n + c
         cost_step = self.cost.step
         dur = cost_step(tokens, n + 1, ctx + c * (L + (c + 1) * 0.5), ctx + (L + c), tokens <= graph_max)
-        defer = self.defer
-        if self.launch:
+        defer = 0.0 if self.hold else self.defer
+        if self.hold:
+            pass
+        elif self.launch:
             dur = self._launch(dur, n, ctx)
         else:
             if self.cpu_floor:
                 dur = self._cpu_floor(dur, n, ctx, c)
             if self.admit_on:
                 dur += self._admit_late(1)
-        if defer and not self.launch:
+        if defer and not self.launch:  # (never with the hold: defer is 0 then)
             extra = dur - cost_step(n, n, ctx, ctx, n <= graph_max)
             extra = extra if extra > 0.0 else 0.0
             extra = (extra * defer if extra <= self.lead_max and not self.lead_tok and self.defer_max == math.inf
@@ -378,10 +432,19 @@ class VLLMScheduler(Core):
             dur += self.carry - extra
             self.carry = extra
         now = self.now
+        if self.hold:
+            if self.gpu_ready > now:
+                now = self.gpu_ready
+            end = now + dur
+            if self.launched > end:
+                end = self.launched
+            self.now = end
+            t_out = self._held(now, end, self._next_has_prompt([(s, c)])) + self.frontend
+        else:
+            self.now = end = now + dur
+            t_out = end + self.frontend
         self.last_start = now
         self.idle = False
-        self.now = now = now + dur
-        t_out = now + self.frontend
         self.steps += 1
         self.segs.extend((t_out, 0.0, 0.0, 1))
         self.nd = j + 1
@@ -394,7 +457,7 @@ class VLLMScheduler(Core):
             self._sample_lagged(t_out)
         s.L += c
         self.prompt_tokens += c
-        if defer > 0.0 or self.launch:  # the first token lags to the next step's end
+        if defer > 0.0 or self.launch and not self.hold:  # the first token lags to the next step's end
             self.lagged.append(s)
         else:
             self._sampled(s, t_out)
@@ -409,9 +472,18 @@ class VLLMScheduler(Core):
             dur += self.carry
             self.carry = 0.0
         now = self.now
+        if self.hold:
+            if self.gpu_ready > now:
+                now = self.gpu_ready
+            end = now + dur
+            if self.launched > end:
+                end = self.launched
+            self.now = end
+            t_out = self._held(now, end, self.incoming) + self.frontend
+        else:
+            self.now = end = now + dur
+            t_out = end + self.frontend
         self.last_start = now  # (idle is already False: after an idle engine the first step admits a prompt)
-        self.now = now = now + dur
-        t_out = now + self.frontend
         self.steps += 1
         self.segs.extend((t_out, 0.0, 0.0, 1))
         self.nd = j + 1

@@ -1,0 +1,126 @@
+"""The prompt step's launch holds the step before it: chosen leave-one-shape-out on the shipped calibration (issue 17).
+
+Why, from the 4B step trace (benchmarks/results/h100/step-trace-4b/, docs/sim.md "The 4B step trace"): the client's
+ITL tail is the engine's step intervals; the longest are steps that carry new prompts, whole, and the step just before
+one (24-38 ms against 15.6 for a decode step on that host); the prompts' first tokens leave with the prompt step's own
+output (99.3-100 %). With async scheduling the engine core launches step N+1 while the GPU runs step N and hands out
+N's tokens only after that launch, which for a prompt step takes 19-35 ms of CPU (two traces: ~14 ms + ~0.58 ms per
+layer), whatever its prompts. The shipped simulator instead lengthens the prompt step by a drawn CPU floor and gives a
+share of it (`prompt_defer`) and the first tokens to the next step, which splits one long interval into two shorter
+ones: its multi-prompt step intervals are 20-40 % short on 1.7B-8B (benchmarks/prompt_packing.py).
+
+Form (`prompt_hold` 1, tuner/sim/vllm_sched.py `_held`): no deferral, no floor, the first tokens at the prompt step's
+end; the step before a prompt step hands out at max(its GPU end, the launch's end); the launch starts with that step
+or when the CPU is done with the launch before (one engine core); the GPU starts the prompt step `prompt_launch_serial`
+into the launch and cannot end it before the launch ends. The launch is drawn per step (gamma, cv
+`prompt_cpu_step_cv`) with mean `prompt_cpu_step_s` + layers x `prompt_cpu_layer_s`, v ms for 36 layers split as the
+two traces give it (14.1 + 0.575 per layer at 34.8). Grid: v in {25, 30, 34.8, 40, 45} x cv {0.27, 0.45, 0.6} x
+serial {0, 0.25, 0.5} x the API server's busy stretch `ingress_rho_max` {0, 0.8}. Each held-out shape's key minimises
+the mean loss of Qwen3-8B (calibrate_sim's) and the three other shapes (sim_shape_cpu's), every shape on its own
+leave-one-shape-out weight terms; the Qwen3-4B fold starts from its own SHAPE_LOSO terms (sim_lead_fit.base), the
+others from FITTED; the args, rate and client splits get the key chosen on all five.
+
+The form and grid were picked after an exploratory scan on the shipped calibration with the held-out splits printed
+(benchmarks/sim_fidelity.py with the terms overridden); the choice below is made on the fit losses only.
+
+Rule fixed before the run (commit before its output): adopt only if, against the shipped calibration,
+  1. the shape split's P99 ITL median drops by >= 3 points and its P99 TTFT median is not worse by more than 0.5;
+  2. the shape split's P50 and P99 TPOT and tok/s medians are <= 5 % or not worse by more than 0.5;
+  3. the args split's P99 TTFT and P99 ITL and the rate split's P99 TTFT are <= 10 % or not worse by more than 1,
+     and the args split's P50 and P99 TPOT <= 5 % or not worse by more than 0.5;
+  4. the SLA verdicts agree as often as shipped;
+  5. with the other draws (`jitter_seed` 1 and 2, same keys) the shape split's P99 ITL is still >= 3 points below
+     shipped.
+
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/sim_hold_fit.py [--jobs 2]  # output results/sim/sim_hold_fit.txt
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import itertools
+import statistics
+import sys
+import time
+from multiprocessing import Pool
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.calibrate_sim import loss
+from benchmarks.sim_fidelity import medians
+from benchmarks.sim_lead_fit import FOLD4B, TRACE_8B_MS, TRACE_FIXED_MS, TRACE_LAYER_MS, base
+from benchmarks.sim_shape_cpu import (
+    FIT8,
+    SHAPES,
+    errs,
+    print_draws,
+    print_splits,
+    shape_loss,
+    shape_points,
+    sla,
+)
+from tuner.sim.calibration import FITTED
+from tuner.sim.cost import Calibration
+from tuner.sim.reference import shape_calibration
+
+Key = tuple[float, float, float, float]  # (launch ms for 36 layers, cv, serial share, ingress_rho_max)
+V_MS = (25.0, 30.0, TRACE_8B_MS, 40.0, 45.0)
+CVS = (0.27, 0.45, 0.6)
+SERIALS = (0.0, 0.25, 0.5)
+RHOS = (0.0, 0.8)
+
+
+def with_key(cal: Calibration, key: Key, seed: int = 0) -> Calibration:
+    v, cv, serial, rho = key
+    return dataclasses.replace(cal, prompt_hold=1, prompt_defer=0.0, prompt_lead_cpu=0,
+                               prompt_cpu_step_s=v * 1e-3 * TRACE_FIXED_MS / TRACE_8B_MS,
+                               prompt_cpu_layer_s=v * 1e-3 * TRACE_LAYER_MS / TRACE_8B_MS, prompt_cpu_step_cv=cv,
+                               prompt_launch_serial=serial, ingress_rho_max=rho, jitter_seed=seed)
+
+
+def losses(job: tuple[str | None, Key]) -> tuple[str | None, Key, dict[str, float]]:
+    fold, key = job
+    return fold, key, {FIT8: loss(with_key(base(fold, None), key)),
+                       **{s: shape_loss(with_key(base(fold, s), key), s) for s in SHAPES}}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--jobs", type=int, default=2)
+    a = ap.parse_args()
+    t0 = time.time()
+    keys: list[Key] = list(itertools.product(V_MS, CVS, SERIALS, RHOS))
+    table: dict[str | None, dict[Key, dict[str, float]]] = {None: {}, FOLD4B: {}}
+    with Pool(a.jobs) as pool:
+        for fold, key, row in pool.imap(losses, [(f, k) for f in (None, FOLD4B) for k in keys], chunksize=2):
+            table[fold][key] = row
+    print(f"{'v ms':>5s} {'cv':>5s} {'ser':>5s} {'rho':>4s} | losses from FITTED: {FIT8:>9s} "
+          + " ".join(f"{s:>10s}" for s in SHAPES) + f" | from the 4B fold's terms: {FIT8} + 1.7B / 14B / 32B")
+    for key in keys:
+        own, b4 = table[None][key], table[FOLD4B][key]
+        print(f"{key[0]:5.1f} {key[1]:5.2f} {key[2]:5.2f} {key[3]:4.1f} | {own[FIT8]:9.5f} "
+              + " ".join(f"{own[s]:10.5f}" for s in SHAPES)
+              + f" | {b4[FIT8]:.5f} " + " ".join(f"{b4[s]:.5f}" for s in SHAPES if s != FOLD4B), flush=True)
+    chosen: dict[str, Key] = {}
+    for fold in (*SHAPES, "all"):
+        on = (FIT8, *(s for s in SHAPES if s != fold))
+        rows = table[FOLD4B if fold == FOLD4B else None]
+        chosen[fold] = min(keys, key=lambda g: statistics.mean(rows[g][x] for x in on))
+
+    def fold_cal(s: str, seed: int = 0) -> Calibration:
+        return with_key(base(s, s), chosen[s], seed)
+
+    ship = [r for s in SHAPES for r in errs(shape_calibration(s), shape_points(s))]
+    print_draws(fold_cal, chosen, "launch ms (36 layers), cv, serial, rho", "hold LOSO")
+    print(f"split=shape points={len(ship)} shipped: {medians(ship)}")
+    print(f"all five shapes: key {chosen['all']}; 8B loss {table[None][chosen['all']][FIT8]:.5f} "
+          f"(shipped {loss(FITTED):.5f})")
+    print(f"sla shipped: {sla({**{s: shape_calibration(s) for s in SHAPES}, 'all': FITTED})}")
+    print_splits({**{s: fold_cal(s) for s in SHAPES}, "all": with_key(FITTED, chosen["all"])})
+    print(f"wall_s={time.time() - t0:.0f}")
+
+
+if __name__ == "__main__":
+    main()
