@@ -1,0 +1,68 @@
+"""`prompt_hold` (issue 17, benchmarks/sim_hold_fit.py): a prompt step's launch holds the tokens of the step before it,
+the prompts' first tokens leave at the prompt step's own end, and the engine core launches one prompt step at a time.
+Checked from a base with the other prompt-step terms off, with a launch of fixed length (no spread)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from tuner.load.records import Request, RequestRecord
+from tuner.sim.calibration import FITTED
+from tuner.sim.engine import SimulatedEngine
+
+BASE = dataclasses.replace(FITTED, prompt_cpu_step_s=0.0, prompt_cpu_step_cv=0.0, heat_slowdown=0.0, prompt_defer=0.0,
+                           ingress_per_seq_s=0.0)
+LAUNCH = 0.03
+HOLD = {"prompt_hold": 1, "prompt_cpu_step_s": LAUNCH}
+PROMPT = [Request(0, 0.0, 128, 2000), Request(1, 1.0, 2048, 20)]  # a decode running, then a 2048-token prompt
+
+
+def _run(shape: str, reqs: list[Request], args: dict[str, Any] | None = None, **kw: float) -> list[RequestRecord]:
+    cal = dataclasses.replace(BASE, **kw)  # type: ignore[arg-type]
+    return SimulatedEngine(flavour="vllm", gpu="H200", shape=shape, args=args or {}, max_model_len=16384,
+                           calibration=cal).run(reqs)
+
+
+def _gaps(rec: RequestRecord) -> list[float]:
+    t = rec.token_times
+    return [b - a for a, b in zip(t, t[1:], strict=False)]
+
+
+def test_the_launch_holds_the_step_before_and_the_first_token_leaves_with_the_prompt_step() -> None:
+    """The decode's token before the prompt step waits for the longer of its own step and the launch (which starts
+    with that step); the prompt step then takes what is left of its GPU work after that, or nothing more than the
+    launch where the launch covers it (1.7B), and its end brings the prompt's first token with the decode's token; the
+    step after it is a whole decode step."""
+    for shape in ("qwen3-1.7b", "qwen3-32b"):
+        plain = _run(shape, PROMPT)
+        g0 = _gaps(plain[0])
+        decode, prompt_step = sorted(g0)[len(g0) // 2], max(g0)  # the plain run's prompt step: all of its GPU time
+        held = _run(shape, PROMPT, **HOLD)
+        g1, t = _gaps(held[0]), held[0].token_times
+        i = min(k for k in range(len(g1)) if t[k] > PROMPT[1].arrival_s and g1[k] > 1.2 * decode)
+        assert abs(g1[i] - max(decode, LAUNCH)) < 2e-4, (shape, g1[i], decode)
+        rest = max(decode + prompt_step, LAUNCH) - max(decode, LAUNCH)
+        assert abs(g1[i + 1] - rest) < 5e-4, (shape, g1[i + 1], rest)
+        assert held[1].token_times[0] == t[i + 2]  # the first token with the prompt step's own tokens
+        # the GPU cannot end the prompt step before its launch, so the next step runs whole after it
+        assert abs(g1[i + 2] - decode) < 3e-4, (shape, g1[i + 2], decode)
+        assert _run(shape, PROMPT, **HOLD, prompt_defer=0.3) == held  # no share is deferred with the hold
+
+
+def test_one_engine_core_launches_one_prompt_step_at_a_time() -> None:
+    """An 8192-token prompt in 2048-token chunks on 1.7B: four prompt steps in a row, each GPU step shorter than the
+    launch, so the decode's tokens come one launch apart (the CPU launches them one after the other), where without
+    the CPU's order they would come one decode step apart after the first."""
+    reqs = [Request(0, 0.0, 128, 2000), Request(1, 1.0, 8192, 20)]
+    args = {"max_num_batched_tokens": 2048, "long_prefill_token_threshold": 2048}
+    held = _run("qwen3-1.7b", reqs, args, **HOLD)
+    t, first = held[0].token_times, held[1].token_times[0]
+    chunks = [b - a for a, b in zip(t, t[1:], strict=False) if reqs[1].arrival_s < a and b <= first]
+    assert len(chunks) >= 4, chunks
+    assert all(abs(g - LAUNCH) < 3e-4 for g in chunks[1:4]), chunks
+
+
+def test_off_it_changes_nothing() -> None:
+    assert _run("qwen3-4b", PROMPT, prompt_hold=0) == _run("qwen3-4b", PROMPT)
+    assert _run("qwen3-4b", PROMPT, prompt_hold=0, prompt_cpu_step_s=LAUNCH) != _run("qwen3-4b", PROMPT, **HOLD)
