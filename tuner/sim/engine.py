@@ -136,8 +136,7 @@ class SimulatedEngine:
             sched.admit_on = bool(self.cal.admit_cpu_s or self.cal.admit_step_s)
         else:
             sched = SGLangScheduler(self.cost, self.cfg, self.kv_capacity_tokens, self.cal.frontend_s)
-        # the hold needs each step's view of what the next one carries: one step at a time (same records otherwise)
-        sched.macro = self.macro_steps and not getattr(sched, "hold", False)
+        sched.macro = self.macro_steps
         return sched
 
     def too_long(self, input_len: int, output_len: int) -> bool:

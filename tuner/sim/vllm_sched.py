@@ -102,8 +102,11 @@ class VLLMScheduler(Core):
 
     def _next_has_prompt(self, chunks: list[tuple[Seq, int]]) -> bool:
         """Whether the step after this one carries prompt work: a request that reached the engine meanwhile, one
-        still waiting that may be admitted, or a prefill this step leaves unfinished."""
-        if self.incoming or self.waiting and len(self.running) < self.mns:
+        still waiting that may be admitted (the head, FCFS), or a prefill this step leaves unfinished."""
+        if self.waiting:  # first come, first served: behind a blocked head nothing new is admitted
+            if not self._head_blocked():
+                return True
+        elif self.incoming and len(self.running) < self.mns:
             return True
         done = 0
         for s, c in chunks:
@@ -164,7 +167,9 @@ class VLLMScheduler(Core):
         """Run one step, or many decode-only steps up to the next event. False when idle."""
         n = self.n_dec
         # (speculative decoding under the heat term: no decode runs, each step is scheduled: see Core._decode_run)
-        if n and self.macro and not self.prefilling and not self.carry and not (self.heat_k and self.spec_on):
+        if (n and self.macro and not self.prefilling and not self.carry and not (self.heat_k and self.spec_on)
+                and not (self.hold and (self.incoming or self.launched > self.now))):
+            # (with the hold, one step at a time before a prompt step and until its launch is over)
             waiting = self.waiting
             if waiting:
                 # what step() would do first when the head fits (then it is not blocked); else the usual checks
@@ -187,7 +192,8 @@ class VLLMScheduler(Core):
                     return True
                 nd = self.nd
                 self._decode_run(k, t_event)
-                if self.ahead and self.nd - nd < k and self.last_start < t_event <= self.now < self.stop_at:
+                if (self.ahead and not self.hold and self.nd - nd < k
+                        and self.last_start < t_event <= self.now < self.stop_at):
                     # cut by an arrival that came during the run's last step: the engine's loop would now call
                     # advance(t_event) again for the one step async scheduling adds; take it here (same checks,
                     # same call; nothing finished, so the heap, n and the arrival's ingress time are unchanged)
