@@ -25,6 +25,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tuner.load.records import Request, RequestRecord
+from tuner.sim.cost import Calibration
 from tuner.sim.detailed import BenchRun, bench_requests
 from tuner.sim.engine import SimulatedEngine
 from tuner.sim.reference import ALL_POINTS, RECORDS, RefPoint, client_arrivals, detailed_run, replay_requests
@@ -86,9 +87,9 @@ def tail_split(tl: Timeline) -> tuple[int, float, float, float]:
     return len(top), p99, with_ / len(top), before / len(top)
 
 
-def sim_timeline(point: RefPoint, reqs: list[Request]) -> Timeline:
+def sim_timeline(point: RefPoint, reqs: list[Request], cal: Calibration | None = None) -> Timeline:
     eng = SimulatedEngine(flavour="vllm", gpu="H200", shape=point.shape, args=point.args,
-                          max_model_len=point.max_model_len)
+                          max_model_len=point.max_model_len, calibration=cal)
     return from_records(eng.run(reqs))
 
 
