@@ -113,8 +113,14 @@ def test_power_limited_clock_slows_sustained_prefill_more_than_a_lone_one() -> N
     assert burst_ratio > 1.25  # sustained compute: FLOP-bound steps slow toward 1 + heat_slowdown
 
 
+# the deferral form (shipped before issue 17's hold replaced it: tuner/sim/calibration.py): the hold off, its launch
+# terms back to the drawn floor they were
+DEFER_BASE = dataclasses.replace(FITTED, prompt_hold=0, prompt_cpu_step_s=0.015, prompt_cpu_step_cv=1.0,
+                                 prompt_cpu_layer_s=0.0, ingress_rho_max=0.0)
+
+
 def _with_defer(share: float, lead_max: float = 0.0) -> SimulatedEngine:
-    cal = dataclasses.replace(FITTED, prompt_defer=share, prompt_lead_max_s=lead_max, ingress_per_seq_s=0.0)
+    cal = dataclasses.replace(DEFER_BASE, prompt_defer=share, prompt_lead_max_s=lead_max, ingress_per_seq_s=0.0)
     return SimulatedEngine(flavour="vllm", gpu="H200", shape="qwen3-8b", args={}, max_model_len=16384,
                            calibration=cal)
 
@@ -172,7 +178,7 @@ def test_prompt_defer_max_caps_what_a_prompt_step_hands_to_the_next_one() -> Non
         k = max(range(len(gaps_w)), key=gaps_w.__getitem__)
         excess = gaps_w[k] - gaps_w[k - 1]
         free = _with_defer(0.3).run(reqs)[0].token_times
-        cal = dataclasses.replace(FITTED, prompt_defer=0.3, prompt_lead_max_s=0.0, prompt_defer_max_s=0.005,
+        cal = dataclasses.replace(DEFER_BASE, prompt_defer=0.3, prompt_lead_max_s=0.0, prompt_defer_max_s=0.005,
                                   ingress_per_seq_s=0.0)
         capped = SimulatedEngine(flavour="vllm", gpu="H200", shape="qwen3-8b", args={}, max_model_len=16384,
                                  calibration=cal).run(reqs)

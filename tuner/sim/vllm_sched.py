@@ -54,6 +54,7 @@ class VLLMScheduler(Core):
         self.gpu_ready = -math.inf  # with the hold: the GPU's next step waits for this much of its launch
         self.cpu_free = -math.inf  # with the hold: when the engine core's CPU is done launching the last prompt step
         self.launched = -math.inf  # with the hold: the next step's launch ends then (its GPU work cannot end before)
+        self.tail = cost.o_step if cost.o_step > 0.0 else 1e-6  # with the hold: what a step runs after its launch
         # draws the prompt steps' CPU time when cpu_cv is on; seeded per run (Calibration.jitter_seed, set by the
         # engine): the same sends give the same records, and configs compared in one study see the same draws
         self.rng = random.Random(0)
@@ -359,8 +360,8 @@ class VLLMScheduler(Core):
             if self.gpu_ready > now:
                 now = self.gpu_ready
             end = now + dur
-            if self.launched > end:
-                end = self.launched
+            if self.launched >= end:  # the step's sampling and sync follow its last launched kernel
+                end = self.launched + self.tail
             self.now = end
             t_out = self._held(now, end, self._next_has_prompt(chunks)) + self.frontend
         else:
@@ -442,8 +443,8 @@ class VLLMScheduler(Core):
             if self.gpu_ready > now:
                 now = self.gpu_ready
             end = now + dur
-            if self.launched > end:
-                end = self.launched
+            if self.launched >= end:  # the step's sampling and sync follow its last launched kernel
+                end = self.launched + self.tail
             self.now = end
             t_out = self._held(now, end, self._next_has_prompt([(s, c)])) + self.frontend
         else:
@@ -482,8 +483,8 @@ class VLLMScheduler(Core):
             if self.gpu_ready > now:
                 now = self.gpu_ready
             end = now + dur
-            if self.launched > end:
-                end = self.launched
+            if self.launched >= end:  # the step's sampling and sync follow its last launched kernel
+                end = self.launched + self.tail
             self.now = end
             t_out = self._held(now, end, self.incoming) + self.frontend
         else:
