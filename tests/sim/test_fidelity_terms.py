@@ -116,7 +116,7 @@ def test_power_limited_clock_slows_sustained_prefill_more_than_a_lone_one() -> N
 # the deferral form (shipped before issue 17's hold replaced it: tuner/sim/calibration.py): the hold off, its launch
 # terms back to the drawn floor they were
 DEFER_BASE = dataclasses.replace(FITTED, prompt_hold=0, prompt_cpu_step_s=0.015, prompt_cpu_step_cv=1.0,
-                                 prompt_cpu_layer_s=0.0, ingress_rho_max=0.0)
+                                 prompt_cpu_layer_s=0.0, ingress_rho_max=0.0, ingress_s=0.0)
 
 
 def _with_defer(share: float, lead_max: float = 0.0) -> SimulatedEngine:

@@ -19,20 +19,28 @@ from tuner.sim.sglang_cost import SGLangTerms
 # four FP8 gains re-chosen on that base by calibrate_fp8.py's grid and objective (were 1.55 / 2 / 1.3 / 1.1). Was e_lin
 # 0.6, e_attn 0.53619, o_step_s 0.579708 ms, ingress_per_seq_s 80.97 us, prompt_lead_max_s 55.9 ms, heat_slowdown 0,
 # prompt_defer 0.312477, no floor.
+# ---- issue 17, the prompt step's launch holds the step before it (benchmarks/sim_hold_fit.py --refit --ingress, output
+# benchmarks/results/sim/sim_hold_fit_ingress.txt; docs/sim.md "The launch holds the step before"): prompt_hold on in
+# place of the floor and the deferral above (prompt_defer 0; prompt_cpu_step_s / _cv are now the launch's, not a
+# floor's): the launch 14.1 ms + 0.575 ms per layer (the two H100 step traces: 34.8 ms on Qwen3-8B), cv 0.27 (the 8B
+# trace's), prompt_launch_serial 0, ingress_rho_max 0.8, the API server's 5 ms per new request (ingress_s), chosen on a
+# grid leave-one-shape-out (every fold but 4B's chose this key; 4B's is in SHAPE_LOSO); then o_step_s, o_tok_s,
+# frontend_s and ingress_per_seq_s refitted on Qwen3-8B's loss (were 0.438343 ms, 8.26928 ns, 0.1 ms, 99.86 us).
+# prompt_lead_max_s is inert with the hold (kept for the forms that use it).
 FITTED = Calibration(
     e_lin=0.72,
     e_w=1,
     e_attn=0.643428,
     e_kv=0.8,
-    o_step_s=0.000438343,
-    o_tok_s=8.26928e-09,
+    o_step_s=0.000381168,
+    o_tok_s=9.50967e-09,
     launch_per_layer_s=6.31589e-05,
     eager_mult=1.0433,
-    frontend_s=0.0001,
-    ingress_per_seq_s=9.98569e-05,
+    frontend_s=0.000152087,
+    ingress_per_seq_s=8.68321e-05,
     heat_slowdown=0.3,
     heat_tau_s=2,
-    prompt_defer=0.15,
+    prompt_defer=0.0,
     prompt_lead_max_s=0.0486102,
     sched_ahead=1,
     allreduce_lat_s=8e-06,
@@ -42,8 +50,12 @@ FITTED = Calibration(
     fp8_kv_gain=1.4,
     fp8_w_gain=1.45,
     w_floor_layer_s=5e-05,
-    prompt_cpu_step_s=0.015,
-    prompt_cpu_step_cv=1.0,
+    prompt_cpu_step_s=0.0141,
+    prompt_cpu_step_cv=0.27,
+    prompt_cpu_layer_s=0.000575,
+    ingress_rho_max=0.8,
+    ingress_s=0.005,
+    prompt_hold=1,
 )
 
 # ---- five shapes (issue 17): e_w and w_floor_layer_s are chosen on a grid by benchmarks/sim_shape_gpu.py (form wfloor2)
@@ -51,13 +63,14 @@ FITTED = Calibration(
 # other factor is the Qwen3-8B fit (was e_w=0.730297, no floor). SHAPE_LOSO holds each non-8B shape's values from the
 # same grid with that shape left out: benchmarks/sim_fidelity.py simulates the shape split with them, so its shape
 # errors never come from a fit that saw the shape.
-# With issue 17's prompt-step terms (above) every fold chose FITTED's key but Qwen3-4B's, which chose prompt_defer
-# 0.312477 and so its own refitted Qwen3-8B step terms: its entry carries them.
+# With issue 17's prompt-step terms every fold chose FITTED's key but Qwen3-4B's, which chose prompt_defer 0.312477
+# and so its own refitted Qwen3-8B step terms; with the hold (above) the 4B fold started from those and chose
+# prompt_launch_serial 0.5 and ingress_s 10 ms, its Qwen3-8B step terms refitted again: its entry carries them.
 SHAPE_LOSO: dict[str, dict[str, float]] = {
     "qwen3-1.7b": {"e_w": 0.975, "w_floor_layer_s": 4.5e-05},
-    "qwen3-4b": {"e_w": 1.0, "w_floor_layer_s": 5e-05, "prompt_defer": 0.312477, "e_kv": 0.857904,
-                 "o_step_s": 0.00047007, "frontend_s": 0.000107238, "ingress_per_seq_s": 8.09713e-05,
-                 "prompt_lead_max_s": 0.0559017},
+    "qwen3-4b": {"e_w": 1.0, "w_floor_layer_s": 5e-05, "e_kv": 0.857904, "o_step_s": 0.000408757,
+                 "o_tok_s": 6.25276e-09, "frontend_s": 0.0001, "ingress_per_seq_s": 7.04098e-05,
+                 "prompt_launch_serial": 0.5, "ingress_s": 0.01},
     "qwen3-14b": {"e_w": 1.0, "w_floor_layer_s": 5e-05},
     "qwen3-32b": {"e_w": 1.0, "w_floor_layer_s": 5e-05},
 }
@@ -82,8 +95,14 @@ SGLANG_FIT_POINTS = (  # (results folder, trial, load): the SGLang study points 
 # Issue 17's prompt-step refit (above) moved vLLM's linear-layer efficiency (0.6 -> 0.72) and per-step overhead (0.579708
 # -> 0.438343 ms); these SGLang terms were fitted over the old values, so SGLang keeps them: e_lin 0.6 and step_extra_s
 # 1.89221 + 0.141365 ms (the same total per-step overhead). SGLang runs no vLLM heat or prompt-step terms.
+# The hold's refit (above) moved vLLM's o_step_s again (0.438343 -> 0.381168 ms) and its API-server terms; SGLang keeps
+# its own: step_extra_s 2.03358 + 0.057175 ms (the same total per-step overhead), o_tok_s, frontend_s and
+# ingress_per_seq_s as they were, and none of vLLM's new ingress terms.
 SGLANG_FITTED = SGLangTerms(
-    step_extra_s=0.00203358,
+    step_extra_s=0.002090755,
+    o_tok_s=8.26928e-09,
+    frontend_s=0.0001,
+    ingress_per_seq_s=9.98569e-05,
     e_lin=0.6,
     fp8_w_gain=2.0,
     triton_e_kv=0.709432,

@@ -33,13 +33,25 @@ class SGLangTerms:
     # the overlap scheduler (SGLang's default): the next step is scheduled while this one runs, so a request that
     # reaches the scheduler during a step joins a batch one step later (as vLLM's async scheduling); 0 = off
     overlap: int = 1
+    # the API-server terms SGLang was fitted with (None: the base's): vLLM's refits of its own API server (issue 17's
+    # hold) are not SGLang's tokenizer manager
+    o_tok_s: float | None = None
+    frontend_s: float | None = None
+    ingress_per_seq_s: float | None = None
+    ingress_s: float = 0.0  # the API server's own time per new request, one at a time (vLLM's: not fitted here)
+    ingress_rho_max: float = 0.0
 
 
 def sglang_calibration(cal: Calibration, terms: SGLangTerms | None, attention_backend: str | None) -> Calibration:
     """The calibration an SGLang engine runs on: `cal` with `terms` applied (None: `cal` unchanged)."""
     if terms is None:
         return cal
-    cal = dataclasses.replace(cal, o_step_s=cal.o_step_s + terms.step_extra_s, fp8_w_gain=terms.fp8_w_gain)
+    cal = dataclasses.replace(cal, o_step_s=cal.o_step_s + terms.step_extra_s, fp8_w_gain=terms.fp8_w_gain,
+                              ingress_s=terms.ingress_s, ingress_rho_max=terms.ingress_rho_max)
+    for name in ("o_tok_s", "frontend_s", "ingress_per_seq_s"):
+        value = getattr(terms, name)
+        if value is not None:
+            cal = dataclasses.replace(cal, **{name: value})
     if terms.fp8_lin_gain is not None:
         cal = dataclasses.replace(cal, fp8_lin_gain=terms.fp8_lin_gain)
     if terms.e_lin is not None:
