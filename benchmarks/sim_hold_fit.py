@@ -52,6 +52,9 @@ miss now is the first token's own time: at 2 req/s (an idle engine) the simulato
 server's own time per new request before the engine sees it (`ingress_s`, served one at a time: reading and
 tokenising the prompt, setting the request up) in the grid, 0 / 5 / 10 ms, cv fixed at the trace's 0.27 (every fold
 but one chose it), the rest as the second form. Same rule, 1-5, fixed before the run.
+
+Third run: met rules 1-5 (shape P99 TTFT 13.7 -> 10.5, P99 ITL 19.2 -> 14.2, P50 / P99 TPOT 5.3 / 4.7; args P99 TTFT
+/ ITL 4.2 / 6.7; SLA 67/67; other draws' P99 ITL 10.8 / 11.9): adopted (tuner/sim/calibration.py).
 """
 
 from __future__ import annotations
