@@ -116,6 +116,22 @@ class VLLMScheduler(Core):
             done += 1
         return len(self.prefilling) > done
 
+    def _clock(self, dur: float, chunks: list[tuple[Seq, int]]) -> tuple[float, float]:
+        """(start, output time) of a step of GPU time `dur` that carries `chunks`; moves the clock to its GPU end.
+        With the hold it starts when the GPU may (`prompt_launch_serial`), ends no sooner than its launch and hands
+        out as `_held` says."""
+        now = self.now
+        if not self.hold:
+            self.now = end = now + dur
+            return now, end + self.frontend
+        if self.gpu_ready > now:
+            now = self.gpu_ready
+        end = now + dur
+        if self.launched >= end:  # the step's sampling and sync follow its last launched kernel
+            end = self.launched + self.tail
+        self.now = end
+        return now, self._held(now, end, self._next_has_prompt(chunks)) + self.frontend
+
     def _held(self, start: float, end: float, nxt: bool) -> float:
         """With `prompt_hold`: when a step that started at `start` and whose GPU work ends at `end` hands out its
         tokens. Before a prompt step, after the longer of that and the prompt step's launch (drawn), which starts as
@@ -355,18 +371,7 @@ class VLLMScheduler(Core):
                     extra = self._deferred(max(dur - base, 0.0), tokens - n)
                 dur += self.carry - extra
                 self.carry = extra
-        now = self.now
-        if self.hold:
-            if self.gpu_ready > now:
-                now = self.gpu_ready
-            end = now + dur
-            if self.launched >= end:  # the step's sampling and sync follow its last launched kernel
-                end = self.launched + self.tail
-            self.now = end
-            t_out = self._held(now, end, self._next_has_prompt(chunks)) + self.frontend
-        else:
-            self.now = end = now + dur
-            t_out = end + self.frontend
+        now, t_out = self._clock(dur, chunks)
         self.last_start = now
         self.idle = False
         self.steps += 1
@@ -438,18 +443,7 @@ class VLLMScheduler(Core):
                      else self._deferred(extra, c))
             dur += self.carry - extra
             self.carry = extra
-        now = self.now
-        if self.hold:
-            if self.gpu_ready > now:
-                now = self.gpu_ready
-            end = now + dur
-            if self.launched >= end:  # the step's sampling and sync follow its last launched kernel
-                end = self.launched + self.tail
-            self.now = end
-            t_out = self._held(now, end, self._next_has_prompt([(s, c)])) + self.frontend
-        else:
-            self.now = end = now + dur
-            t_out = end + self.frontend
+        now, t_out = self._clock(dur, [(s, c)])
         self.last_start = now
         self.idle = False
         self.steps += 1
@@ -478,18 +472,7 @@ class VLLMScheduler(Core):
         if self.carry:  # no prompt in this step: the deferred work is added, nothing is deferred
             dur += self.carry
             self.carry = 0.0
-        now = self.now
-        if self.hold:
-            if self.gpu_ready > now:
-                now = self.gpu_ready
-            end = now + dur
-            if self.launched >= end:  # the step's sampling and sync follow its last launched kernel
-                end = self.launched + self.tail
-            self.now = end
-            t_out = self._held(now, end, self.incoming) + self.frontend
-        else:
-            self.now = end = now + dur
-            t_out = end + self.frontend
+        now, t_out = self._clock(dur, [])
         self.last_start = now  # (idle is already False: after an idle engine the first step admits a prompt)
         self.steps += 1
         self.segs.extend((t_out, 0.0, 0.0, 1))
