@@ -73,7 +73,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks import sim_shape_cpu
 from benchmarks.calibrate_sim import loss
 from benchmarks.sim_fidelity import medians
-from benchmarks.sim_lead_fit import FOLD4B, TRACE_8B_MS, TRACE_FIXED_MS, TRACE_LAYER_MS, WEIGHTS
+from benchmarks.sim_lead_fit import FOLD4B, TRACE_8B_MS, TRACE_FIXED_MS, TRACE_LAYER_MS
+from benchmarks.sim_lead_fit import base as lead_base
 from benchmarks.sim_shape_cpu import (
     FIT8,
     SHAPES,
@@ -84,24 +85,22 @@ from benchmarks.sim_shape_cpu import (
     shape_points,
     sla,
 )
-from tuner.sim.calibration import FITTED, SHAPE_LOSO
+from tuner.sim.calibration import FITTED
 from tuner.sim.cost import Calibration
 
-# what the grid starts from: the calibration before the second run's key was adopted (5bd75df's FITTED and SHAPE_LOSO),
+# what the grid starts from: the calibration before the third run's key was adopted (1bebba9's FITTED and SHAPE_LOSO),
 # so the script reruns the same way after the adoption
-BEFORE = dataclasses.replace(FITTED, o_step_s=0.000438343, frontend_s=0.0001, prompt_defer=0.15, prompt_cpu_step_s=0.015,
-                             prompt_cpu_step_cv=1.0, prompt_cpu_layer_s=0.0, ingress_rho_max=0.0, prompt_hold=0)
+BEFORE = dataclasses.replace(FITTED, o_step_s=0.000438343, o_tok_s=8.26928e-09, frontend_s=0.0001,
+                             ingress_per_seq_s=9.98569e-05, ingress_s=0.0, ingress_rho_max=0.0, prompt_defer=0.15,
+                             prompt_cpu_step_s=0.015, prompt_cpu_step_cv=1.0, prompt_cpu_layer_s=0.0, prompt_hold=0)
 BEFORE_4B = {"prompt_defer": 0.312477, "e_kv": 0.857904, "o_step_s": 0.00047007, "frontend_s": 0.000107238,
              "ingress_per_seq_s": 8.09713e-05, "prompt_lead_max_s": 0.0559017}  # the 4B fold's own terms then
 
 
 def base(fold: str | None, shape: str | None) -> Calibration:
-    """The calibration a key is applied to: BEFORE, or the 4B fold's own terms, with `shape`'s weight terms (the
+    """The calibration a key is applied to: BEFORE, or the 4B fold's own terms then, with `shape`'s weight terms (the
     weight terms are unchanged by the adoption)."""
-    cal = dataclasses.replace(BEFORE, **BEFORE_4B) if fold == FOLD4B else BEFORE  # type: ignore[arg-type]
-    if shape in SHAPE_LOSO:
-        cal = dataclasses.replace(cal, **{k: SHAPE_LOSO[shape][k] for k in WEIGHTS})  # type: ignore[arg-type]
-    return cal
+    return lead_base(fold, shape, BEFORE, BEFORE_4B)
 
 
 def shipped(shape: str) -> Calibration:

@@ -132,11 +132,14 @@ LAUNCH_GRIDS: dict[str, list[tuple[str, float]]] = {
 FOLD4B = "qwen3-4b"  # the one fold with its own step terms (tuner/sim/calibration.py SHAPE_LOSO)
 
 
-def base(fold: str | None, shape: str | None) -> Calibration:
-    """The calibration a key is applied to: FITTED, or the 4B fold's own terms, with `shape`'s weight terms."""
-    cal = FITTED
+def base(fold: str | None, shape: str | None, start: Calibration = FITTED,
+         fold4b: dict[str, float] | None = None) -> Calibration:
+    """The calibration a key is applied to: `start` (FITTED), or the 4B fold's own terms (`fold4b`: SHAPE_LOSO's), with
+    `shape`'s weight terms (sim_hold_fit.py passes the calibration shipped before its adoption)."""
+    cal = start
     if fold == FOLD4B:
-        cal = dataclasses.replace(cal, **{k: v for k, v in SHAPE_LOSO[FOLD4B].items() if k not in WEIGHTS})
+        terms = SHAPE_LOSO[FOLD4B] if fold4b is None else fold4b
+        cal = dataclasses.replace(cal, **{k: v for k, v in terms.items() if k not in WEIGHTS})  # type: ignore[arg-type]
     if shape in SHAPE_LOSO:
         cal = dataclasses.replace(cal, **{k: SHAPE_LOSO[shape][k] for k in WEIGHTS})
     return cal
