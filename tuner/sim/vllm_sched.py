@@ -14,6 +14,8 @@ first token (and joins the decodes) at the next step's end.
 With `Calibration.prompt_lead_tok_s` set, the most a prompt step's decodes wait for is that time per prompt token
 the step carries (not `prompt_lead_max_s`): the CPU work of the step's new prompt tokens, as the per-request
 timelines show (benchmarks/prompt_steps.py: 21-40 ms for a 2048-token prompt on Qwen3-8B, -14B and -32B alike).
+Shipped instead of all of these (`Calibration.prompt_hold`, `_clock` / `_held`): a prompt step's launch holds the
+tokens of the step before it, one launch at a time, and the first tokens leave with the prompt step (docs/sim.md).
 """
 
 from __future__ import annotations
