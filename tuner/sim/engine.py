@@ -134,6 +134,9 @@ class SimulatedEngine:
                 sched.rng = random.Random(self.cal.jitter_seed)
             sched.admit_cpu, sched.admit_step = self.cal.admit_cpu_s, self.cal.admit_step_s
             sched.admit_on = bool(self.cal.admit_cpu_s or self.cal.admit_step_s)
+            if sched.hold:  # in place of the deferral, the lead, the floor and the admission terms (its launch is
+                # drawn from prompt_cpu_step_s: VLLMScheduler._held)
+                sched.defer, sched.launch, sched.cpu_floor, sched.admit_on = 0.0, False, False, False
         else:
             sched = SGLangScheduler(self.cost, self.cfg, self.kv_capacity_tokens, self.cal.frontend_s)
         sched.macro = self.macro_steps

@@ -50,9 +50,8 @@ class VLLMScheduler(Core):
         self.cpu_cv = 0.0  # Calibration.prompt_cpu_step_cv (0 = off; set by the engine)
         self.launch = False  # Calibration.prompt_lead_cpu (set by the engine): the prompt step's launch holds the decodes
         self.serial = 0.0  # Calibration.prompt_launch_serial: the launch's share before the GPU starts the step
-        self.hold = False  # Calibration.prompt_hold (set by the engine): a prompt step's launch holds the step before
+        self.hold = False  # Calibration.prompt_hold (set by the engine, which then turns the forms above off)
         self.incoming = False  # set by the engine loop: a request reached the engine during this step's scheduling
-        self.out_floor = -math.inf  # with the hold: no step hands out before the one before it
         self.gpu_ready = -math.inf  # with the hold: the GPU's next step waits for this much of its launch
         self.cpu_free = -math.inf  # with the hold: when the engine core's CPU is done launching the last prompt step
         self.launched = -math.inf  # with the hold: the next step's launch ends then (its GPU work cannot end before)
@@ -146,9 +145,6 @@ class VLLMScheduler(Core):
             if ready > out:
                 out = ready
             self.gpu_ready = begin + self.serial * (ready - begin)
-        if self.out_floor > out:
-            out = self.out_floor
-        self.out_floor = out
         return out
 
     def _drawn(self, mean: float) -> float:
@@ -329,18 +325,14 @@ class VLLMScheduler(Core):
         cost_step = self.cost.step
         if not self.spec_on and not self.heat_k:
             dur = cost_step(tokens, logits, pairs, kv, tokens <= graph_max)
-            if self.hold:
-                pass  # the GPU's time: the launch shows in when the step before hands out (_held)
-            elif self.launch and chunks:
+            if self.launch and chunks:
                 dur = self._launch(dur, n, ctx)
             else:
                 if self.cpu_floor and chunks:
                     dur = self._cpu_floor(dur, n, ctx, tokens - n)
                 if admitted and self.admit_on:
                     dur += self._admit_late(admitted)
-            if self.hold:
-                pass
-            elif self.defer and not (self.launch and chunks) or self.carry and not chunks:
+            if self.defer and not (self.launch and chunks) or self.carry and not chunks:
                 extra = 0.0
                 if chunks and n:
                     extra = dur - cost_step(n, n, ctx, ctx, n <= graph_max)
@@ -355,18 +347,14 @@ class VLLMScheduler(Core):
                 self._heat_add(dur, self.cost.flop_time(tokens, logits, pairs) * m_clk / dur)
             else:
                 dur = cost_step(tokens, logits, pairs, kv, tokens <= graph_max, **spec)
-            if self.hold:
-                pass
-            elif self.launch and chunks:
+            if self.launch and chunks:
                 dur = self._launch(dur, n, ctx, spec)
             else:
                 if self.cpu_floor and chunks:
                     dur = self._cpu_floor(dur, n, ctx, tokens - n, spec)
                 if admitted and self.admit_on:
                     dur += self._admit_late(admitted)
-            if self.hold:
-                pass
-            elif self.defer and not (self.launch and chunks) or self.carry and not chunks:
+            if self.defer and not (self.launch and chunks) or self.carry and not chunks:
                 extra = 0.0
                 if chunks and n:
                     base = cost_step(n, n, ctx, ctx, n <= graph_max, **spec)
@@ -388,7 +376,7 @@ class VLLMScheduler(Core):
         if self.lagged:
             self._sample_lagged(t_out)
         if chunks:
-            lag = (self.defer > 0.0 and n > 0 or self.launch) and not self.hold
+            lag = self.defer > 0.0 and n > 0 or self.launch
             for s, c in chunks:
                 s.L += c
                 self.prompt_tokens += c
@@ -428,17 +416,15 @@ class VLLMScheduler(Core):
         tokens = n + c
         cost_step = self.cost.step
         dur = cost_step(tokens, n + 1, ctx + c * (L + (c + 1) * 0.5), ctx + (L + c), tokens <= graph_max)
-        defer = 0.0 if self.hold else self.defer
-        if self.hold:
-            pass
-        elif self.launch:
+        defer = self.defer
+        if self.launch:
             dur = self._launch(dur, n, ctx)
         else:
             if self.cpu_floor:
                 dur = self._cpu_floor(dur, n, ctx, c)
             if self.admit_on:
                 dur += self._admit_late(1)
-        if defer and not self.launch:  # (never with the hold: defer is 0 then)
+        if defer and not self.launch:
             extra = dur - cost_step(n, n, ctx, ctx, n <= graph_max)
             extra = extra if extra > 0.0 else 0.0
             extra = (extra * defer if extra <= self.lead_max and not self.lead_tok and self.defer_max == math.inf
@@ -460,7 +446,7 @@ class VLLMScheduler(Core):
             self._sample_lagged(t_out)
         s.L += c
         self.prompt_tokens += c
-        if defer > 0.0 or self.launch and not self.hold:  # the first token lags to the next step's end
+        if defer > 0.0 or self.launch:  # the first token lags to the next step's end
             self.lagged.append(s)
         else:
             self._sampled(s, t_out)
