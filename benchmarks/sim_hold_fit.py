@@ -32,7 +32,8 @@ Rule fixed before the run (commit before its output): adopt only if, against the
   5. with the other draws (`jitter_seed` 1 and 2, same keys) the shape split's P99 ITL is still >= 3 points below
      shipped.
 
-    PYTHONPATH=$PWD .venv/bin/python benchmarks/sim_hold_fit.py [--jobs 2]  # output results/sim/sim_hold_fit.txt
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/sim_hold_fit.py [--jobs 2] [--refit [--ingress | --window]]
+    # outputs results/sim/sim_hold_fit.txt, sim_hold_fit_refit.txt, sim_hold_fit_ingress.txt, sim_hold_fit_window.txt
 
 First run: rejected by rule 2 (shape split P50 TPOT 5.2 -> 6.1; P99 ITL 19.2 -> 11.4, P99 TTFT 13.7 -> 11.9, rules 1
 and 3-5 met). The Qwen3-8B step terms it kept (e_kv, o_step_s, o_tok_s, frontend_s, ingress_per_seq_s) were fitted with
@@ -55,6 +56,26 @@ but one chose it), the rest as the second form. Same rule, 1-5, fixed before the
 
 Third run: met rules 1-5 (shape P99 TTFT 13.7 -> 10.5, P99 ITL 19.2 -> 14.2, P50 / P99 TPOT 5.3 / 4.7; args P99 TTFT
 / ITL 4.2 / 6.7; SLA 67/67; other draws' P99 ITL 10.8 / 11.9): adopted (tuner/sim/calibration.py).
+
+Fourth form, `--refit --window` (output `sim_hold_fit_window.txt`), on the third form's procedure (same start, grid
+without the ingress column, same refit): two terms measured on the H200, not fitted. (a) The engine core schedules the
+step after a prompt step once that step's launch is over (`sched_after_launch`), so a request that reaches it during
+the launch joins the next step, not the one after: async scheduling overlaps the scheduling of step N+1 with step N's
+GPU work, not with its launch, which is the same CPU. (b) The API server's time per new request is the isolated
+probe's, 4.5 ms + 3 us per prompt token (`ingress_s`, `ingress_tok_s`; benchmarks/ttft_breakdown.py, the same on every
+shape, docs/sim.md), in place of the fitted 5 ms (10 ms in the 4B fold). The form was picked after four what-ifs on the
+shipped calibration with the held-out splits printed (benchmarks/sim_fidelity.py with (a), with (a) and ingress 10 ms,
+with (a) and (b), with (a) and 6 us per token); the choice below is made on the fit losses only. Rule fixed before the
+run (commit before its output): adopt only if, against the shipped calibration (the third form's, `HOLD` below; its
+shape split at jitter_seed 0 / 1 / 2: P99 TTFT 10.5 / 10.2 / 10.7, P99 ITL 14.2 / 10.8 / 11.9),
+  1. the shape split's P99 ITL median drops by >= 3 points and its P99 TTFT median is <= 10 % or not worse by more
+     than 0.5;
+  2. the shape split's P50 and P99 TPOT and tok/s medians are <= 5 % or not worse by more than 0.5;
+  3. the args split's P99 TTFT and P99 ITL and the rate split's P99 TTFT are <= 10 % or not worse by more than 1,
+     and the args split's P50 and P99 TPOT <= 5 % or not worse by more than 0.5;
+  4. the SLA verdicts agree as often as shipped (67/67);
+  5. with the other draws (`jitter_seed` 1 and 2, same keys) the shape split's P99 ITL is below shipped's same draw
+     and its P99 TTFT not worse than shipped's same draw by more than 1.
 """
 
 from __future__ import annotations
@@ -92,9 +113,21 @@ from tuner.sim.cost import Calibration
 # so the script reruns the same way after the adoption
 BEFORE = dataclasses.replace(FITTED, o_step_s=0.000438343, o_tok_s=8.26928e-09, frontend_s=0.0001,
                              ingress_per_seq_s=9.98569e-05, ingress_s=0.0, ingress_rho_max=0.0, prompt_defer=0.15,
-                             prompt_cpu_step_s=0.015, prompt_cpu_step_cv=1.0, prompt_cpu_layer_s=0.0, prompt_hold=0)
+                             prompt_cpu_step_s=0.015, prompt_cpu_step_cv=1.0, prompt_cpu_layer_s=0.0, prompt_hold=0,
+                             ingress_tok_s=0.0, sched_after_launch=0)
 BEFORE_4B = {"prompt_defer": 0.312477, "e_kv": 0.857904, "o_step_s": 0.00047007, "frontend_s": 0.000107238,
              "ingress_per_seq_s": 8.09713e-05, "prompt_lead_max_s": 0.0559017}  # the 4B fold's own terms then
+
+
+# what shipped after the third run (its FITTED and the 4B fold's SHAPE_LOSO terms), frozen: the fourth form is judged
+# against it
+HOLD = dataclasses.replace(FITTED, o_step_s=0.000381168, o_tok_s=9.50967e-09, frontend_s=0.000152087,
+                           ingress_per_seq_s=8.68321e-05, ingress_s=0.005, ingress_tok_s=0.0, ingress_rho_max=0.8,
+                           prompt_defer=0.0, prompt_cpu_step_s=0.0141, prompt_cpu_step_cv=0.27,
+                           prompt_cpu_layer_s=0.000575, prompt_launch_serial=0.0, prompt_hold=1, sched_after_launch=0)
+HOLD_4B = {"e_kv": 0.857904, "o_step_s": 0.000408757, "o_tok_s": 6.25276e-09, "frontend_s": 0.0001,
+           "ingress_per_seq_s": 7.04098e-05, "prompt_launch_serial": 0.5, "ingress_s": 0.01}
+INGRESS_PROBE = (4.5, 3.0)  # --window: the isolated probe's API-server time per request, ms + us per prompt token
 
 
 def base(fold: str | None, shape: str | None) -> Calibration:
@@ -103,12 +136,15 @@ def base(fold: str | None, shape: str | None) -> Calibration:
     return lead_base(fold, shape, BEFORE, BEFORE_4B)
 
 
-def shipped(shape: str) -> Calibration:
-    """What shipped before the adoption for a shape-split point (tuner.sim.reference.shape_calibration then)."""
+def shipped(shape: str, window: bool = False, seed: int = 0) -> Calibration:
+    """What shipped before the adoption for a shape-split point (tuner.sim.reference.shape_calibration then); with
+    `window`, before the fourth form's."""
+    if window:
+        return dataclasses.replace(lead_base(shape, shape, HOLD, HOLD_4B), jitter_seed=seed)
     return base(shape, shape)
 
 
-Key = tuple[float, ...]  # (launch ms for 36 layers, cv, serial share, ingress_rho_max[, ingress_s ms])
+Key = tuple[float, ...]  # (launch ms for 36 layers, cv, serial share, ingress_rho_max[, ingress_s ms[, window]])
 V_MS = (25.0, 30.0, TRACE_8B_MS, 40.0, 45.0)
 CVS = (0.27, 0.45, 0.6)
 SERIALS = (0.0, 0.25, 0.5)
@@ -123,6 +159,8 @@ def with_key(cal: Calibration, key: Key, seed: int = 0) -> Calibration:
     v, cv, serial, rho = key[:4]
     if len(key) > 4:
         cal = dataclasses.replace(cal, ingress_s=key[4] * 1e-3)
+    if len(key) > 5 and key[5]:  # --window: the schedule after the launch, the probe's time per prompt token
+        cal = dataclasses.replace(cal, sched_after_launch=1, ingress_tok_s=INGRESS_PROBE[1] * 1e-6)
     return dataclasses.replace(cal, prompt_hold=1, prompt_defer=0.0, prompt_lead_cpu=0,
                                prompt_cpu_step_s=v * 1e-3 * TRACE_FIXED_MS / TRACE_8B_MS,
                                prompt_cpu_layer_s=v * 1e-3 * TRACE_LAYER_MS / TRACE_8B_MS, prompt_cpu_step_cv=cv,
@@ -157,9 +195,12 @@ def main() -> None:
                     "refitted for each fold's best keys")
     ap.add_argument("--ingress", action="store_true", help="the third form (docstring): the API server's time per "
                     "new request in the grid, cv fixed at 0.27")
+    ap.add_argument("--window", action="store_true", help="the fourth form (docstring): the next step scheduled after "
+                    "a step's launch, the API server's time per request as measured (no ingress column)")
     a = ap.parse_args()
     t0 = time.time()
-    keys: list[Key] = (list(itertools.product(V_MS, (0.27,), SERIALS, RHOS, INGRESS_MS)) if a.ingress
+    keys: list[Key] = (list(itertools.product(V_MS, (0.27,), SERIALS, RHOS, (INGRESS_PROBE[0],), (1.0,))) if a.window
+                       else list(itertools.product(V_MS, (0.27,), SERIALS, RHOS, INGRESS_MS)) if a.ingress
                        else list(itertools.product(V_MS, CVS, SERIALS, RHOS)))
     table: dict[str | None, dict[Key, dict[str, float]]] = {None: {}, FOLD4B: {}}
     with Pool(a.jobs) as pool:
@@ -170,7 +211,8 @@ def main() -> None:
     for key in keys:
         own, b4 = table[None][key], table[FOLD4B][key]
         print(f"{key[0]:5.1f} {key[1]:5.2f} {key[2]:5.2f} {key[3]:4.1f}"
-              + (f" {key[4]:4.1f}" if len(key) > 4 else "") + f" | {own[FIT8]:9.5f} "
+              + (f" {key[4]:4.1f}" if len(key) > 4 else "") + (" win" if len(key) > 5 else "")
+              + f" | {own[FIT8]:9.5f} "
               + " ".join(f"{own[s]:10.5f}" for s in SHAPES)
               + f" | {b4[FIT8]:.5f} " + " ".join(f"{b4[s]:.5f}" for s in SHAPES if s != FOLD4B), flush=True)
     def pick(fold: str, cands: list[Key]) -> Key:
@@ -207,13 +249,16 @@ def main() -> None:
     def fold_cal(s: str, seed: int = 0) -> Calibration:
         return cal_for(s, s, chosen[s], seed)
 
-    ship = [r for s in SHAPES for r in errs(shipped(s), shape_points(s))]
+    ship = [r for s in SHAPES for r in errs(shipped(s, a.window), shape_points(s))]
     print_draws(fold_cal, chosen, "launch ms (36 layers), cv, serial, rho", "hold LOSO")
+    if a.window:
+        print_draws(lambda s, seed: shipped(s, True, seed), {s: "HOLD" for s in SHAPES}, "shipped", "shipped")
     print(f"split=shape points={len(ship)} shipped: {medians(ship)}")
+    before = HOLD if a.window else BEFORE
     print(f"all five shapes: key {chosen['all']}; 8B loss {table[None][chosen['all']][FIT8]:.5f} "
-          f"(shipped {loss(BEFORE):.5f})")
-    print(f"sla shipped: {sla({**{s: shipped(s) for s in SHAPES}, 'all': BEFORE})}")
-    sim_shape_cpu.FITTED = BEFORE  # print_splits' "committed" rows: what shipped before
+          f"(shipped {loss(before):.5f})")
+    print(f"sla shipped: {sla({**{s: shipped(s, a.window) for s in SHAPES}, 'all': before})}")
+    sim_shape_cpu.FITTED = before  # print_splits' "committed" rows: what shipped before
     everywhere = cal_for(None, None, chosen["all"])
     print_splits({**{s: fold_cal(s) for s in SHAPES}, "all": everywhere})
     if terms:

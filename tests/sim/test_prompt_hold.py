@@ -67,3 +67,21 @@ def test_one_engine_core_launches_one_prompt_step_at_a_time() -> None:
 def test_off_it_changes_nothing() -> None:
     assert _run("qwen3-4b", PROMPT, prompt_hold=0) == _run("qwen3-4b", PROMPT)
     assert _run("qwen3-4b", PROMPT, prompt_hold=0, prompt_cpu_step_s=LAUNCH) != _run("qwen3-4b", PROMPT, **HOLD)
+
+
+def test_with_sched_after_launch_a_request_in_during_the_launch_joins_the_next_step() -> None:
+    """`sched_after_launch`: the engine core schedules the step after a prompt step once that step's launch is over, so
+    a request that comes in after the prompt step started but before its launch ended is in the next step (one step
+    sooner than with the window closing at the step's start); one that comes before or after gets the same step."""
+    shape = "qwen3-1.7b"
+
+    def first_step(dt: float, window: int) -> int:
+        reqs = [*PROMPT, Request(2, PROMPT[1].arrival_s + dt, 64, 5)]
+        recs = _run(shape, reqs, **HOLD, sched_after_launch=window)
+        return list(recs[0].token_times).index(recs[2].token_times[0])
+
+    for dt in (0.01, 0.02, LAUNCH - 0.002):  # (the prompt step starts ~3 ms in; its launch ends LAUNCH in)
+        assert first_step(dt, 1) == first_step(dt, 0) - 1, dt
+    for dt in (0.001, LAUNCH + 0.005):
+        assert first_step(dt, 1) == first_step(dt, 0), dt
+    assert _run(shape, PROMPT, **HOLD, sched_after_launch=1) == _run(shape, PROMPT, **HOLD)  # one request: no change

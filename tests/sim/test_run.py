@@ -77,15 +77,17 @@ def test_runs_are_deterministic_and_warmup_is_copied() -> None:
     ("sglang", {"mem_fraction_static": 0.14, "schedule_policy": "lof", "chunked_prefill_size": 1024}),
 ])
 @pytest.mark.parametrize("heat", [True, False])
-@pytest.mark.parametrize("hold", [False, True])
-def test_closed_form_decode_runs_equal_step_by_step(flavour: str, args: dict, heat: bool, hold: bool) -> None:
+@pytest.mark.parametrize("hold", [0, 1, 2])
+def test_closed_form_decode_runs_equal_step_by_step(flavour: str, args: dict, heat: bool, hold: int) -> None:
     """The fast path must not change results: same records as one step at a time. With the committed calibration's
     heat term (vLLM) the decode runs are stepped at the moving clock (Core._decode_run_clocked); without it they are
-    closed-form. With `prompt_hold` (a drawn launch) the steps around a prompt step run alone."""
+    closed-form. With `prompt_hold` (a drawn launch) the steps around a prompt step run alone; hold 2 adds
+    `sched_after_launch`."""
     reqs = poisson(120, 8.0, inp=(50, 4000), out=(1, 600), seed=7)
     cal = FITTED if heat else dataclasses.replace(FITTED, heat_slowdown=0.0)
     if hold:
-        cal = dataclasses.replace(cal, prompt_hold=1, prompt_defer=0.0, prompt_cpu_step_s=0.02, prompt_cpu_step_cv=0.45)
+        cal = dataclasses.replace(cal, prompt_hold=1, prompt_defer=0.0, prompt_cpu_step_s=0.02, prompt_cpu_step_cv=0.45,
+                                  sched_after_launch=int(hold == 2))
     fast, slow = (SimulatedEngine(flavour=flavour, gpu="H200", shape="qwen3-8b", args=args, max_model_len=8192,
                                   calibration=cal) for _ in range(2))
     slow.macro_steps = False

@@ -130,6 +130,7 @@ class SimulatedEngine:
             sched.launch = bool(self.cal.prompt_lead_cpu)
             sched.serial = self.cal.prompt_launch_serial
             sched.hold = bool(self.cal.prompt_hold)
+            sched.after_launch = sched.hold and bool(self.cal.sched_after_launch)
             if sched.cpu_cv:  # (the floor's and the admission's fixed CPU time per prompt step)
                 sched.rng = random.Random(self.cal.jitter_seed)
             sched.admit_cpu, sched.admit_step = self.cal.admit_cpu_s, self.cal.admit_step_s
@@ -249,10 +250,14 @@ class SimulatedEngine:
         advance = sched.advance
         inf = math.inf
         hold = isinstance(sched, VLLMScheduler) and sched.hold
+        after = hold and sched.after_launch  # type: ignore[attr-defined]
         while True:
             now = sched.now
             next_arr = inf
             incoming = False
+            gate = sched.last_start  # a request in after this waits one more step (ahead)
+            if after and sched.sched_at > gate:  # type: ignore[attr-defined]
+                gate = sched.sched_at  # type: ignore[attr-defined]
             while pending:
                 t_send, i = pending[-1]
                 t_send, i = -t_send, -i
@@ -278,7 +283,7 @@ class SimulatedEngine:
                 if t_in > now:
                     next_arr = t_in
                     break
-                if ahead and t_in > sched.last_start:
+                if ahead and t_in > gate:
                     next_arr = t_in  # the step starting now was scheduled before it came: one more step
                     incoming = True  # (it is in the step after this one)
                     break

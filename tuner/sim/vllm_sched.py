@@ -55,6 +55,8 @@ class VLLMScheduler(Core):
         self.gpu_ready = -math.inf  # with the hold: the GPU's next step waits for this much of its launch
         self.cpu_free = -math.inf  # with the hold: when the engine core's CPU is done launching the last prompt step
         self.launched = -math.inf  # with the hold: the next step's launch ends then (its GPU work cannot end before)
+        self.after_launch = False  # Calibration.sched_after_launch (set by the engine; with the hold only)
+        self.sched_at = -math.inf  # with after_launch: when the last step's launch ended (the next one is scheduled then)
         self.tail = cost.o_step if cost.o_step > 0.0 else 1e-6  # with the hold: what a step runs after its launch
         # draws the prompt steps' CPU time when cpu_cv is on; seeded per run (Calibration.jitter_seed, set by the
         # engine): the same sends give the same records, and configs compared in one study see the same draws
@@ -127,6 +129,8 @@ class VLLMScheduler(Core):
             return now, end + self.frontend
         if self.gpu_ready > now:
             now = self.gpu_ready
+        if self.after_launch:  # the next step is scheduled once this one is launched
+            self.sched_at = now if now > self.launched else self.launched
         end = now + dur
         if self.launched >= end:  # the step's sampling and sync follow its last launched kernel
             end = self.launched + self.tail
