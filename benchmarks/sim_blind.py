@@ -1,0 +1,97 @@
+"""The simulator on runs measured after every calibration choice it is compared on was made (issue 17).
+
+Why: the held-out splits of sim_fidelity.py have been looked at while forms were picked (each fit's docstring says
+how), so they are no longer blind. These sets were measured on 2026-12-06 on one H100 (a GPU no term was fitted on),
+after the fourth and fifth forms of benchmarks/sim_hold_fit.py were fixed, with workloads no fit has seen:
+  q4n   Qwen3-4B shape, random 1024 in / 256 out, Poisson 6 / 12 / 18 / 24 req/s
+  q17l  Qwen3-1.7B shape, 4096 in / 256 out, 4 / 8 / 12 / 16 req/s
+  q8m   Qwen3-8B shape, 2048 in / 256 out, 4 / 8 / 12 req/s
+(vLLM 0.26.0, dummy weights, engine defaults, 300 prompts per rate, seed 0, `--save-detailed`, prefix cache reset
+per rate; benchmarks/results/h100/blind/<set>/, command in its README), and the earlier H100 step-trace runs
+(q4t / q4u: 4B, 2048 / 512; benchmarks/sim_gpu_heldout.py). The simulator gets each run's measured send times and
+lengths. These runs are reported, never used to choose: a calibration is adopted or rejected by its fit's own rules.
+
+Calibrations: `shipped` (tuner.sim.calibration.FITTED, what every user's study runs with), `shipped-loso` (the shape's
+leave-one-shape-out calibration, tuner.sim.reference.shape_calibration: it never saw the shape), and the all-shape
+calibrations of the rejected fourth and fifth forms (benchmarks/results/sim/sim_hold_fit_window.txt, _measured.txt).
+
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/sim_blind.py > benchmarks/results/sim/sim_blind.txt
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import numpy as np
+
+from tuner.sim.calibration import FITTED
+from tuner.sim.cost import Calibration
+from tuner.sim.detailed import bench_requests, bench_run, load_json
+from tuner.sim.engine import SimulatedEngine
+from tuner.sim.reference import METRICS, figures, shape_calibration
+
+H100 = Path(__file__).resolve().parent / "results" / "h100"
+SETS = {"q4n": H100 / "blind" / "q4n", "q17l": H100 / "blind" / "q17l", "q8m": H100 / "blind" / "q8m",
+        "q4t": H100 / "step-trace-4b"}
+SHORT = {"output_throughput": "tok/s", "p50_ttft_ms": "TTFT50", "p99_ttft_ms": "TTFT99", "p50_tpot_ms": "TPOT50",
+         "p99_tpot_ms": "TPOT99", "p50_itl_ms": "ITL50", "p99_itl_ms": "ITL99"}
+# the all-shape calibrations of sim_hold_fit.py's fourth and fifth runs, as they differ from FITTED
+CANDIDATES: dict[str, dict[str, float]] = {
+    "window": {"o_step_s": 0.000381168, "o_tok_s": 1.09361e-08, "frontend_s": 0.0001, "ingress_per_seq_s": 7.55062e-05,
+               "prompt_cpu_step_s": 0.0162069, "prompt_cpu_layer_s": 0.00066092, "sched_after_launch": 1,
+               "ingress_s": 0.0045, "ingress_tok_s": 3e-06},
+    "measured": {"o_step_s": 0.00033145, "o_tok_s": 8.26928e-09, "frontend_s": 0.0001, "ingress_per_seq_s": 7.55062e-05,
+                 "prompt_launch_serial": 0.25, "sched_after_launch": 1, "ingress_s": 0.0045, "ingress_tok_s": 3e-06},
+}
+
+
+def points() -> list[tuple[str, Path, str, dict[str, object]]]:
+    """(set, bench file, shape, engine args) of every run."""
+    out = []
+    for name, d in SETS.items():
+        if (d / "points.json").exists():
+            for p in json.loads((d / "points.json").read_text()):
+                out.append((name, d / p["file"], p["shape"], p["args"]))
+        else:  # the step-trace folder: Qwen3-4B, engine defaults
+            rate = lambda f: float(f.name.split("_r")[-1].split(".json")[0])  # noqa: E731
+            out += [(name, f, "qwen3-4b", {}) for f in sorted(d.glob("bench_q4*_r*.json.gz"), key=rate)]
+    return out
+
+
+def calibration(label: str, shape: str) -> Calibration:
+    if label == "shipped-loso":
+        return shape_calibration(shape)
+    return dataclasses.replace(FITTED, **CANDIDATES.get(label, {}))  # type: ignore[arg-type]
+
+
+def main() -> None:
+    runs = points()
+    labels = ("shipped", "shipped-loso", *CANDIDATES)
+    print(f"{'run':22s} {'calibration':13s} " + " ".join(f"{SHORT[m]:>20s}" for m in METRICS))
+    errs: dict[str, dict[str, dict[str, list[float]]]] = {lb: {} for lb in labels}
+    for name, f, shape, args in runs:
+        data = load_json(f)
+        run = bench_run(data)
+        for lb in labels:
+            eng = SimulatedEngine(flavour="vllm", gpu="H100", shape=shape, args=args, max_model_len=40960,
+                                  calibration=calibration(lb, shape))
+            sim = figures(eng.run(bench_requests(run, np.zeros(len(run)))))
+            cells = []
+            for m in METRICS:
+                real = float(data[m])
+                err = abs(sim[m] - real) / real * 100
+                for key in (name, "all", "new" if name != "q4t" else "old"):
+                    errs[lb].setdefault(key, {k: [] for k in METRICS})[m].append(err)
+                cells.append(f"{sim[m]:8.1f}/{real:8.1f} {err:3.0f}%")
+            print(f"{f.name.removesuffix('.json.gz'):22s} {lb:13s} " + " ".join(cells), flush=True)
+    for key in (*SETS, "new", "all"):
+        for lb in labels:
+            e = errs[lb][key]
+            print(f"blind set={key} points={len(e[METRICS[0]])} calibration={lb} median_abs_error_pct: "
+                  + " ".join(f"{SHORT[m]}={np.median(e[m]):.1f}" for m in METRICS))
+
+
+if __name__ == "__main__":
+    main()
