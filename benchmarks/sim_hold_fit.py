@@ -84,6 +84,11 @@ traces'). Fifth form, `--refit --window --measured` (output `sim_hold_fit_measur
 terms: the launch fixed at the two traces' 14.1 ms + 0.575 ms per layer and cv 0.27, ingress_rho_max at the shipped
 0.8 (every fold of the third run chose it), so the grid is the serial share alone (0 / 0.25 / 0.5); the same refit of
 Qwen3-8B's step terms for each of those keys. Same rule, 1-5, fixed before the run.
+
+Fifth run: rejected by rule 5 (the third draw's shape P99 TTFT 12.0 against shipped's 10.7, worse by 1.3). Rules 1-4
+were met: shape P99 ITL 14.2 -> 9.1, P99 TTFT 10.4, P50 / P99 TPOT 5.0 / 4.9, tok/s 1.2; args P99 TTFT / ITL 4.3 / 7.0;
+rate P99 TTFT 7.0; SLA 67/67; other draws' P99 ITL 10.3 / 10.1, P99 TTFT 11.1 / 12.0. The blind H100 runs measured
+afterwards (benchmarks/sim_blind.py) do not favour it either: P99 TTFT 12.8 against shipped's 8.4 on the new sets.
 """
 
 from __future__ import annotations
