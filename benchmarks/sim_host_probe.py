@@ -1,0 +1,96 @@
+"""Can one low-rate run on the user's host calibrate the simulator for that host? (issue 17)
+
+Why: the prompt step's launch, which sets the ITL tail, differs between hosts and server instances of one GPU kind by
+20-50 % (benchmarks/launch_by_host.py: 19-35 ms on four H100 hosts), and the blind H100 runs
+(benchmarks/sim_blind.py) miss 1.7B's decode step and prompt-step intervals by ~20-30 % where 4B and 8B hold. One
+value per GPU kind cannot fit every host.
+
+Protocol, fixed before the run (committed before its output): for each H100 server of benchmarks/sim_blind.py's sets
+(q4n, q17l, q8m, and the step-trace servers q4u and q4t), its lowest-rate run is the probe. On the probe alone, two
+host factors are chosen on a grid: `launch` x the prompt step's launch (prompt_cpu_step_s, prompt_cpu_layer_s), 0.5 to
+1.5 by 0.05, and `step` x the fixed time of every step (o_step_s, w_floor_layer_s), 0.7 to 1.3 by 0.05, minimising the
+sum over the probe's pooled per-request ITL distribution's 10/25/50/75/90/95/98/99/99.5th percentiles of |log(sim /
+real)|. The server's other runs are then simulated with the shipped calibration and with the host factors. Rule: the
+host probe is worth building into servetune if, over those other runs pooled, the median absolute P99 ITL and P50 TPOT
+errors both drop by >= 3 points and no metric's median gets worse by more than 1 point.
+
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/sim_host_probe.py > benchmarks/results/sim/sim_host_probe.txt
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.sim_blind import SHORT, points
+from tuner.sim.calibration import FITTED
+from tuner.sim.cost import Calibration
+from tuner.sim.detailed import bench_requests, bench_run, load_json
+from tuner.sim.engine import SimulatedEngine
+from tuner.sim.reference import METRICS, figures
+
+QS = (10, 25, 50, 75, 90, 95, 98, 99, 99.5)
+LAUNCH = tuple(round(0.5 + 0.05 * i, 2) for i in range(21))
+STEP = tuple(round(0.7 + 0.05 * i, 2) for i in range(13))
+
+
+def host(cal: Calibration, launch: float, step: float) -> Calibration:
+    return dataclasses.replace(cal, prompt_cpu_step_s=cal.prompt_cpu_step_s * launch,
+                               prompt_cpu_layer_s=cal.prompt_cpu_layer_s * launch, o_step_s=cal.o_step_s * step,
+                               w_floor_layer_s=cal.w_floor_layer_s * step)
+
+
+def simulate(data: dict, shape: str, args: dict[str, object], cal: Calibration) -> tuple[dict[str, float], np.ndarray]:
+    """The run's figures and pooled inter-token intervals (s) as the simulator gives them for the measured sends."""
+    run = bench_run(data)
+    eng = SimulatedEngine(flavour="vllm", gpu="H100", shape=shape, args=args, max_model_len=40960, calibration=cal)
+    recs = eng.run(bench_requests(run, np.zeros(len(run))))
+    itl = np.concatenate([np.diff(np.asarray(r.token_times)) for r in recs if len(r.token_times) > 1])
+    return figures(recs), itl
+
+
+def main() -> None:
+    servers: dict[str, list[tuple[Path, str, dict[str, object]]]] = {}
+    for name, f, shape, args in points():
+        server = f.name.split("_")[1] if name == "q4t" else name  # q4t and q4u: two servers in one folder
+        servers.setdefault(server, []).append((f, shape, args))
+    pooled: dict[str, dict[str, list[float]]] = {"shipped": {m: [] for m in METRICS}, "host": {m: [] for m in METRICS}}
+    for server, runs in servers.items():
+        probe, rest = runs[0], runs[1:]
+        data = load_json(probe[0])
+        real = np.concatenate([np.asarray(x) for x in data["itls"] if len(x)])
+        rq = np.percentile(real, QS)
+
+        def score(key: tuple[float, float], probe: tuple[Path, str, dict[str, object]] = probe, data: dict = data,
+                  rq: np.ndarray = rq) -> float:
+            _, itl = simulate(data, probe[1], probe[2], host(FITTED, *key))
+            return float(np.sum(np.abs(np.log(np.percentile(itl, QS) / rq))))
+
+        best = min(itertools.product(LAUNCH, STEP), key=score)
+        print(f"server {server}: probe {probe[0].name} ({probe[1]}), host factors launch x{best[0]:.2f} step "
+              f"x{best[1]:.2f}; probe ITL percentile loss {score(best):.3f} (shipped {score((1.0, 1.0)):.3f})",
+              flush=True)
+        for f, shape, args in rest:
+            d = load_json(f)
+            for label, cal in (("shipped", FITTED), ("host", host(FITTED, *best))):
+                sim, _ = simulate(d, shape, args, cal)
+                cells = []
+                for m in METRICS:
+                    err = abs(sim[m] - float(d[m])) / float(d[m]) * 100
+                    pooled[label][m].append(err)
+                    cells.append(f"{SHORT[m]} {sim[m]:.1f}/{float(d[m]):.1f} {err:.0f}%")
+                print(f"  {f.name.removesuffix('.json.gz'):18s} {label:8s} " + "  ".join(cells))
+    for label in ("shipped", "host"):
+        e = pooled[label]
+        print(f"other runs points={len(e[METRICS[0]])} calibration={label} median_abs_error_pct: "
+              + " ".join(f"{SHORT[m]}={np.median(e[m]):.1f}" for m in METRICS))
+
+
+if __name__ == "__main__":
+    main()
