@@ -6,6 +6,8 @@ after the fourth and fifth forms of benchmarks/sim_hold_fit.py were fixed, with 
   q4n   Qwen3-4B shape, random 1024 in / 256 out, Poisson 6 / 12 / 18 / 24 req/s
   q17l  Qwen3-1.7B shape, 4096 in / 256 out, 4 / 8 / 12 / 16 req/s
   q8m   Qwen3-8B shape, 2048 in / 256 out, 4 / 8 / 12 req/s
+  q14d  Qwen3-14B shape, 512 in / 1024 out, 2 / 4 / 6 req/s, 200 prompts per rate (measured last, after this
+        script's first output: benchmarks/results/sim/sim_blind.txt's run without it is in git history, 61f78eb)
 (vLLM 0.26.0, dummy weights, engine defaults, 300 prompts per rate, seed 0, `--save-detailed`, prefix cache reset
 per rate; benchmarks/results/h100/blind/<set>/, command in its README), and the earlier H100 step-trace runs
 (q4t / q4u: 4B, 2048 / 512; benchmarks/sim_gpu_heldout.py). The simulator gets each run's measured send times and
@@ -34,7 +36,7 @@ from tuner.sim.reference import METRICS, figures, shape_calibration
 
 H100 = Path(__file__).resolve().parent / "results" / "h100"
 SETS = {"q4n": H100 / "blind" / "q4n", "q17l": H100 / "blind" / "q17l", "q8m": H100 / "blind" / "q8m",
-        "q4t": H100 / "step-trace-4b"}
+        "q14d": H100 / "blind" / "q14d", "q4t": H100 / "step-trace-4b"}
 SHORT = {"output_throughput": "tok/s", "p50_ttft_ms": "TTFT50", "p99_ttft_ms": "TTFT99", "p50_tpot_ms": "TPOT50",
          "p99_tpot_ms": "TPOT99", "p50_itl_ms": "ITL50", "p99_itl_ms": "ITL99"}
 # the all-shape calibrations of sim_hold_fit.py's fourth and fifth runs, as they differ from FITTED
