@@ -24,21 +24,23 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.sim_fidelity import SHORT, medians
 from tuner.sim.calibration import FITTED
 from tuner.sim.cost import Calibration
 from tuner.sim.detailed import bench_requests, bench_run, load_json
 from tuner.sim.engine import SimulatedEngine
-from tuner.sim.reference import METRICS, figures, shape_calibration
+from tuner.sim.reference import METRICS, errors_pct, figures, shape_calibration
 
 H100 = Path(__file__).resolve().parent / "results" / "h100"
 SETS = {"q4n": H100 / "blind" / "q4n", "q17l": H100 / "blind" / "q17l", "q8m": H100 / "blind" / "q8m",
         "q14d": H100 / "blind" / "q14d", "q4t": H100 / "step-trace-4b"}
-SHORT = {"output_throughput": "tok/s", "p50_ttft_ms": "TTFT50", "p99_ttft_ms": "TTFT99", "p50_tpot_ms": "TPOT50",
-         "p99_tpot_ms": "TPOT99", "p50_itl_ms": "ITL50", "p99_itl_ms": "ITL99"}
 # the all-shape calibrations of sim_hold_fit.py's fourth and fifth runs, as they differ from FITTED
 CANDIDATES: dict[str, dict[str, float]] = {
     "window": {"o_step_s": 0.000381168, "o_tok_s": 1.09361e-08, "frontend_s": 0.0001, "ingress_per_seq_s": 7.55062e-05,
@@ -62,6 +64,20 @@ def points() -> list[tuple[str, Path, str, dict[str, object]]]:
     return out
 
 
+def simulate(data: dict, shape: str, args: dict[str, object], cal: Calibration) -> tuple[dict[str, float], np.ndarray]:
+    """A bench run's figures and pooled inter-token intervals (s) as the simulator gives them on the H100 for the
+    run's measured sends and lengths (also benchmarks/sim_host_probe.py and sim_gpu_heldout.py)."""
+    run = bench_run(data)
+    eng = SimulatedEngine(flavour="vllm", gpu="H100", shape=shape, args=args, max_model_len=40960, calibration=cal)
+    recs = eng.run(bench_requests(run, np.zeros(len(run))))
+    itl = np.concatenate([np.diff(np.asarray(r.token_times)) for r in recs if len(r.token_times) > 1])
+    return figures(recs), itl
+
+
+def measured(data: dict) -> dict[str, float]:
+    return {m: float(data[m]) for m in METRICS}
+
+
 def calibration(label: str, shape: str) -> Calibration:
     if label == "shipped-loso":
         return shape_calibration(shape)
@@ -72,27 +88,21 @@ def main() -> None:
     runs = points()
     labels = ("shipped", "shipped-loso", *CANDIDATES)
     print(f"{'run':22s} {'calibration':13s} " + " ".join(f"{SHORT[m]:>20s}" for m in METRICS))
-    errs: dict[str, dict[str, dict[str, list[float]]]] = {lb: {} for lb in labels}
+    errs: dict[str, dict[str, list[dict[str, float]]]] = {lb: {} for lb in labels}  # label -> group -> rows
     for name, f, shape, args in runs:
         data = load_json(f)
-        run = bench_run(data)
+        real = measured(data)
         for lb in labels:
-            eng = SimulatedEngine(flavour="vllm", gpu="H100", shape=shape, args=args, max_model_len=40960,
-                                  calibration=calibration(lb, shape))
-            sim = figures(eng.run(bench_requests(run, np.zeros(len(run)))))
-            cells = []
-            for m in METRICS:
-                real = float(data[m])
-                err = abs(sim[m] - real) / real * 100
-                for key in (name, "all", "new" if name != "q4t" else "old"):
-                    errs[lb].setdefault(key, {k: [] for k in METRICS})[m].append(err)
-                cells.append(f"{sim[m]:8.1f}/{real:8.1f} {err:3.0f}%")
-            print(f"{f.name.removesuffix('.json.gz'):22s} {lb:13s} " + " ".join(cells), flush=True)
+            sim, _ = simulate(data, shape, args, calibration(lb, shape))
+            err = errors_pct(sim, real)
+            for key in (name, "all", "new" if name != "q4t" else "old"):
+                errs[lb].setdefault(key, []).append(err)
+            print(f"{f.name.removesuffix('.json.gz'):22s} {lb:13s} "
+                  + " ".join(f"{sim[m]:8.1f}/{real[m]:8.1f} {err[m]:3.0f}%" for m in METRICS), flush=True)
     for key in (*SETS, "new", "all"):
         for lb in labels:
-            e = errs[lb][key]
-            print(f"blind set={key} points={len(e[METRICS[0]])} calibration={lb} median_abs_error_pct: "
-                  + " ".join(f"{SHORT[m]}={np.median(e[m]):.1f}" for m in METRICS))
+            rows = errs[lb][key]
+            print(f"blind set={key} points={len(rows)} calibration={lb} median_abs_error_pct: {medians(rows)}")
 
 
 if __name__ == "__main__":

@@ -13,37 +13,31 @@ step costs. Prints sim / real and the absolute error per metric, then the median
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
-import numpy as np
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tuner.sim.detailed import bench_requests, bench_run, load_json
-from tuner.sim.engine import SimulatedEngine
-from tuner.sim.reference import METRICS, figures, shape_calibration
+from benchmarks.sim_blind import measured, simulate
+from benchmarks.sim_fidelity import SHORT, medians
+from tuner.sim.detailed import load_json
+from tuner.sim.reference import METRICS, errors_pct, shape_calibration
 
 DATA = Path(__file__).resolve().parent / "results" / "h100" / "step-trace-4b"
-SHORT = {"output_throughput": "tok/s", "p50_ttft_ms": "TTFT50", "p99_ttft_ms": "TTFT99", "p50_tpot_ms": "TPOT50",
-         "p99_tpot_ms": "TPOT99", "p50_itl_ms": "ITL50", "p99_itl_ms": "ITL99"}
 
 
 def main() -> None:
     files = sorted(DATA.glob("bench_q4*_r*.json.gz"), key=lambda f: float(f.name.split("_r")[-1].split(".json")[0]))
     print(f"{'run':24s} " + " ".join(f"{SHORT[m]:>20s}" for m in METRICS))
-    errs: dict[str, list[float]] = {m: [] for m in METRICS}
+    rows: list[dict[str, float]] = []
     for f in files:
         data = load_json(f)
-        run = bench_run(data)
-        eng = SimulatedEngine(flavour="vllm", gpu="H100", shape="qwen3-4b", args={}, max_model_len=40960,
-                              calibration=shape_calibration("qwen3-4b"))
-        sim = figures(eng.run(bench_requests(run, np.zeros(len(run)))))
-        cells = []
-        for m in METRICS:
-            real = float(data[m])
-            err = abs(sim[m] - real) / real * 100
-            errs[m].append(err)
-            cells.append(f"{sim[m]:8.1f}/{real:8.1f} {err:3.0f}%")
-        print(f"{f.name.removesuffix('.json.gz'):24s} " + " ".join(cells))
-    print("median_abs_error_pct " + " ".join(f"{SHORT[m]}={np.median(errs[m]):.1f}" for m in METRICS))
+        real = measured(data)
+        sim, _ = simulate(data, "qwen3-4b", {}, shape_calibration("qwen3-4b"))
+        rows.append(err := errors_pct(sim, real))
+        print(f"{f.name.removesuffix('.json.gz'):24s} "
+              + " ".join(f"{sim[m]:8.1f}/{real[m]:8.1f} {err[m]:3.0f}%" for m in METRICS))
+    print(f"median_abs_error_pct {medians(rows)}")
 
 
 if __name__ == "__main__":

@@ -201,6 +201,16 @@ def refitted_losses(job: tuple[str | None, Key, Terms]) -> dict[str, float]:
                for s in SHAPES}}
 
 
+def grid(window: bool, measured: bool, ingress: bool) -> list[Key]:
+    """The keys a run chooses among (the docstring's forms)."""
+    if window:  # the fourth form, or with `measured` the fifth: the probe's ingress, the schedule after the launch
+        v_ms, rhos = ((TRACE_8B_MS,), (0.8,)) if measured else (V_MS, RHOS)
+        return list(itertools.product(v_ms, (0.27,), SERIALS, rhos, (INGRESS_PROBE[0],), (1.0,)))
+    if ingress:  # the third form
+        return list(itertools.product(V_MS, (0.27,), SERIALS, RHOS, INGRESS_MS))
+    return list(itertools.product(V_MS, CVS, SERIALS, RHOS))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--jobs", type=int, default=2)
@@ -214,10 +224,7 @@ def main() -> None:
                     "a step's launch, the API server's time per request as measured (no ingress column)")
     a = ap.parse_args()
     t0 = time.time()
-    keys: list[Key] = (list(itertools.product((TRACE_8B_MS,) if a.measured else V_MS, (0.27,), SERIALS,
-                                              (0.8,) if a.measured else RHOS, (INGRESS_PROBE[0],), (1.0,))) if a.window
-                       else list(itertools.product(V_MS, (0.27,), SERIALS, RHOS, INGRESS_MS)) if a.ingress
-                       else list(itertools.product(V_MS, CVS, SERIALS, RHOS)))
+    keys = grid(a.window, a.measured, a.ingress)
     table: dict[str | None, dict[Key, dict[str, float]]] = {None: {}, FOLD4B: {}}
     with Pool(a.jobs) as pool:
         for fold, key, row in pool.imap(losses, [(f, k) for f in (None, FOLD4B) for k in keys], chunksize=2):

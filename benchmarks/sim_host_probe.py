@@ -15,10 +15,13 @@ host probe is worth building into servetune if, over those other runs pooled, th
 errors both drop by >= 3 points and no metric's median gets worse by more than 1 point.
 
     PYTHONPATH=$PWD .venv/bin/python benchmarks/sim_host_probe.py > benchmarks/results/sim/sim_host_probe.txt
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/sim_host_probe.py --sets q4n q17l q8m q4t q14d  # + the 14B set
+    # measured after this rule was run (output sim_host_probe_q14d.txt; not part of the rule)
 """
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import itertools
 import sys
@@ -28,16 +31,17 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.sim_blind import SHORT, points
+from benchmarks.sim_blind import measured, points, simulate
+from benchmarks.sim_fidelity import SHORT, medians
 from tuner.sim.calibration import FITTED
 from tuner.sim.cost import Calibration
-from tuner.sim.detailed import bench_requests, bench_run, load_json
-from tuner.sim.engine import SimulatedEngine
-from tuner.sim.reference import METRICS, figures
+from tuner.sim.detailed import load_json
+from tuner.sim.reference import METRICS, errors_pct
 
 QS = (10, 25, 50, 75, 90, 95, 98, 99, 99.5)
 LAUNCH = tuple(round(0.5 + 0.05 * i, 2) for i in range(21))
 STEP = tuple(round(0.7 + 0.05 * i, 2) for i in range(13))
+RULE_SETS = ("q4n", "q17l", "q8m", "q4t")  # sim_blind.py's sets when the rule was fixed (q4t: the q4u and q4t servers)
 
 
 def host(cal: Calibration, launch: float, step: float) -> Calibration:
@@ -46,21 +50,17 @@ def host(cal: Calibration, launch: float, step: float) -> Calibration:
                                w_floor_layer_s=cal.w_floor_layer_s * step)
 
 
-def simulate(data: dict, shape: str, args: dict[str, object], cal: Calibration) -> tuple[dict[str, float], np.ndarray]:
-    """The run's figures and pooled inter-token intervals (s) as the simulator gives them for the measured sends."""
-    run = bench_run(data)
-    eng = SimulatedEngine(flavour="vllm", gpu="H100", shape=shape, args=args, max_model_len=40960, calibration=cal)
-    recs = eng.run(bench_requests(run, np.zeros(len(run))))
-    itl = np.concatenate([np.diff(np.asarray(r.token_times)) for r in recs if len(r.token_times) > 1])
-    return figures(recs), itl
-
-
 def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--sets", nargs="+", default=list(RULE_SETS), help="benchmarks/sim_blind.py's sets to probe")
+    sets = set(ap.parse_args().sets)
     servers: dict[str, list[tuple[Path, str, dict[str, object]]]] = {}
     for name, f, shape, args in points():
+        if name not in sets:
+            continue
         server = f.name.split("_")[1] if name == "q4t" else name  # q4t and q4u: two servers in one folder
         servers.setdefault(server, []).append((f, shape, args))
-    pooled: dict[str, dict[str, list[float]]] = {"shipped": {m: [] for m in METRICS}, "host": {m: [] for m in METRICS}}
+    pooled: dict[str, list[dict[str, float]]] = {"shipped": [], "host": []}
     for server, runs in servers.items():
         probe, rest = runs[0], runs[1:]
         data = load_json(probe[0])
@@ -78,18 +78,16 @@ def main() -> None:
               flush=True)
         for f, shape, args in rest:
             d = load_json(f)
+            real = measured(d)
             for label, cal in (("shipped", FITTED), ("host", host(FITTED, *best))):
                 sim, _ = simulate(d, shape, args, cal)
-                cells = []
-                for m in METRICS:
-                    err = abs(sim[m] - float(d[m])) / float(d[m]) * 100
-                    pooled[label][m].append(err)
-                    cells.append(f"{SHORT[m]} {sim[m]:.1f}/{float(d[m]):.1f} {err:.0f}%")
-                print(f"  {f.name.removesuffix('.json.gz'):18s} {label:8s} " + "  ".join(cells))
+                err = errors_pct(sim, real)
+                pooled[label].append(err)
+                print(f"  {f.name.removesuffix('.json.gz'):18s} {label:8s} "
+                      + "  ".join(f"{SHORT[m]} {sim[m]:.1f}/{real[m]:.1f} {err[m]:.0f}%" for m in METRICS))
     for label in ("shipped", "host"):
-        e = pooled[label]
-        print(f"other runs points={len(e[METRICS[0]])} calibration={label} median_abs_error_pct: "
-              + " ".join(f"{SHORT[m]}={np.median(e[m]):.1f}" for m in METRICS))
+        print(f"other runs points={len(pooled[label])} calibration={label} median_abs_error_pct: "
+              f"{medians(pooled[label])}")
 
 
 if __name__ == "__main__":
