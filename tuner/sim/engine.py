@@ -194,6 +194,9 @@ class SimulatedEngine:
         # the fixed share (HTTP, validation, the hop to the engine) runs on the event loop, in line with the
         # streaming; tokenising the prompt runs beside it (off the loop), a delay that blocks no one
         service = np.full(len(requests), self.cal.ingress_s)
+        draws = self._ingress_draws(len(requests))
+        if draws is not None:
+            service *= np.asarray(draws)
         tokenise = np.array([self.cal.ingress_tok_s * int(r.input_len) for r in requests])
         for k in range(passes):
             last = k == passes - 1  # the last pass's tokens leave when the server sends them
@@ -203,6 +206,16 @@ class SimulatedEngine:
             if not last and ready is not None:
                 out = self._run_once(requests, concurrency, max_sim_time_s, ready + tokenise)
         return out
+
+    def _ingress_draws(self, n: int) -> list[float] | None:
+        """Per request (in index order, so a request's draw does not depend on when it is served), the factor on its
+        mean ingress time: gamma of mean 1 and cv `ingress_cv`, seeded by jitter_seed; None when the cv is 0."""
+        cv = self.cal.ingress_cv
+        if cv <= 0.0:
+            return None
+        rng = random.Random(7919 + self.cal.jitter_seed)  # its own stream: the launch draws stay as they were
+        shape = 1.0 / (cv * cv)
+        return [rng.gammavariate(shape, 1.0 / shape) for _ in range(n)]
 
     def _run_once(self, requests: Sequence[Any], concurrency: int | None, max_sim_time_s: float | None,
                   not_before: Any) -> list[RequestRecord]:
@@ -240,6 +253,7 @@ class SimulatedEngine:
         rho_max = self.cal.ingress_rho_max  # the API server's busy share stretches that wait (0 = off)
         fixed_in, tok_in = self.cal.ingress_s, self.cal.ingress_tok_s  # per request and prompt token (0 = off)
         fifo_in = bool(fixed_in or tok_in)  # the API server takes requests in one at a time
+        spread = self._ingress_draws(n) if fifo_in else None  # per request x its mean ingress (ingress_cv)
         api_free = -math.inf  # when the API server is done with the last request it handed on (ingress_s, ingress_tok_s)
         # vLLM async scheduling (and SGLang's overlap scheduler): the step starting now was scheduled when the last one started, so a request
         # that reached the engine during the last step waits one more step
@@ -275,6 +289,8 @@ class SimulatedEngine:
                     t_in = t_send
                 if fifo_in and not bad:  # one request at a time, in send order, on the CPU left over
                     service = (fixed_in + tok_in * seqs[i].inp) * stretch  # from streaming (rho)
+                    if spread is not None:
+                        service *= spread[i]
                     t_in = (t_in if t_in > api_free else api_free) + service
                 if not_before is not None and not bad:
                     nb = float(not_before[i])

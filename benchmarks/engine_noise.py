@@ -1,0 +1,139 @@
+"""The engine's own noise: how far two servers fed the same sends read one request's TTFT, real and simulated (issue 17).
+
+Two server instances measured the shape split's Qwen3-1.7B and -4B points with the same `vllm bench serve` command
+and seed, so the same requests went out at the same times (send times within 4 ms; `benchmarks/reference/*-i2`).
+Per request the two TTFTs differ by d: at 4B 16 req/s the standard deviation of d is 50 ms, its median |d| 24 ms, and
+the slowest 3 % of requests are mostly different requests on the two servers (`instance_spread.py` compares their
+percentiles). That spread is the engine's own noise, not the arrivals'. The simulator fed the same sends twice with
+two draws of its random terms (`jitter_seed` 0 / 1 and 2 / 3) reads d with about half that spread (24 ms there):
+its only random term is the prompt step's launch. A noise-free engine has a narrower TTFT distribution than a noisy
+one with the same arrivals, so its P99 TTFT runs low (the shape split's small shapes: 10-25 % short at 8-20 req/s).
+
+Term (`Calibration.ingress_cv`, tuner/sim/fit.py): the API server's time per new request (`ingress_s` +
+`ingress_tok_s` x prompt tokens, served one request at a time) drawn per request from a gamma distribution of that
+mean and this coefficient of variation. Chosen here on the pair statistics alone, never on a P99 error: for each cv
+on the grid, the mean over a shape's points of |log(sim / real)| of three figures of d (its standard deviation, the
+median and the 90th percentile of |d|), the simulator on each shape's leave-one-shape-out terms
+(`reference.shape_calibration`). Leave-one-shape-out: the Qwen3-1.7B fold takes the cv that fits the 4B pairs best,
+the 4B fold the one that fits 1.7B's; every other shape (and FITTED) the cv that fits both. So no shape-split point is
+simulated with a cv chosen on its own shape's pairs.
+
+The term was found with a what-if before this script (cv 1 on every shape, the pair statistics printed, and the
+replayed P99 TTFTs of the 1.7B and 4B points with it, which that what-if also printed); the choice below is made on the
+pair statistics only.
+
+Rule fixed before `benchmarks/sim_fidelity.py` runs with the chosen values (commit before its output): adopt only if,
+against the shipped calibration (shape split at jitter_seed 0 / 1 / 2: P99 TTFT 10.5 / 10.2 / 10.7, P99 ITL 14.2 /
+10.8 / 11.9; `sim_hold_fit_measured.txt`'s "shipped" lines),
+  1. the shape split's P99 TTFT median drops by >= 1 point or is <= 10 %, and its P99 ITL median is <= 10 % or not
+     worse by more than 0.5;
+  2. the shape split's P50 and P99 TPOT and tok/s medians are <= 5 % or not worse by more than 0.5;
+  3. the args split's P99 TTFT and P99 ITL and the rate split's P99 TTFT are <= 10 % or not worse by more than 1, and
+     the args split's P50 and P99 TPOT <= 5 % or not worse by more than 0.5;
+  4. the SLA verdicts agree as often as shipped (sim_fidelity.py's held-out count, 57 / 57);
+  5. with the other draws (`jitter_seed` 1 and 2) the shape split's P99 TTFT is not worse than shipped's same draw
+     by more than 0.5 and its P99 ITL not worse by more than 1.
+
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/engine_noise.py [--cv 0,0.5,1]
+    # output benchmarks/results/sim/engine_noise.txt
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import statistics
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.instance_spread import PAIRS
+from tuner.sim.calibration import FITTED
+from tuner.sim.cost import Calibration
+from tuner.sim.detailed import BenchRun, bench_requests
+from tuner.sim.engine import SimulatedEngine
+from tuner.sim.reference import RefPoint, bench_set_points, client_arrivals, detailed_run, shape_calibration
+
+GRID = (0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0)
+SEED_PAIRS = ((0, 1), (2, 3))
+STATS = ("sd", "p50", "p90")
+
+
+def stats(a: np.ndarray, b: np.ndarray) -> dict[str, float]:
+    """Figures of the per-request TTFT difference (ms) between two runs of the same sends."""
+    n = min(len(a), len(b))
+    d = a[:n] - b[:n]
+    return {"sd": float(d.std()), "p50": float(np.percentile(np.abs(d), 50)), "p90": float(np.percentile(np.abs(d), 90))}
+
+
+def sim_ttfts(p: RefPoint, run: BenchRun, cal: Calibration) -> np.ndarray:
+    eng = SimulatedEngine(flavour="vllm", gpu="H200", shape=p.shape, args=p.args, max_model_len=p.max_model_len,
+                          calibration=cal)
+    recs = sorted(eng.run(bench_requests(run, client_arrivals(p))), key=lambda r: r.id)
+    return np.array([(r.first_token_s or math.nan) - r.sent_s for r in recs]) * 1e3
+
+
+def sim_stats(p: RefPoint, run: BenchRun, cal: Calibration) -> dict[str, float]:
+    """The pair figures of the simulator, averaged over SEED_PAIRS."""
+    rows = [stats(sim_ttfts(p, run, dataclasses.replace(cal, jitter_seed=a)),
+                  sim_ttfts(p, run, dataclasses.replace(cal, jitter_seed=b))) for a, b in SEED_PAIRS]
+    return {k: statistics.fmean(r[k] for r in rows) for k in STATS}
+
+
+def pair_points() -> list[tuple[RefPoint, BenchRun, dict[str, float]]]:
+    """(point, its first instance's run, the real pair figures) for every point measured on both instances."""
+    out = []
+    for first, second in PAIRS:
+        again = {p.rate: p for p in bench_set_points(second)}
+        for p in bench_set_points(first):
+            q = again.get(p.rate)
+            ra, rb = detailed_run(p), (detailed_run(q) if q is not None else None)
+            if ra is None or rb is None or q is None or q.prompts != p.prompts:
+                continue
+            out.append((p, ra, stats(np.array(ra.ttfts) * 1e3, np.array(rb.ttfts) * 1e3)))
+    return out
+
+
+def loss(sim: dict[str, float], real: dict[str, float]) -> float:
+    return statistics.fmean(abs(math.log(max(sim[k], 1e-6) / real[k])) for k in STATS)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cv", default=",".join(f"{c:g}" for c in GRID), help="the ingress_cv grid")
+    args = ap.parse_args()
+    grid = [float(x) for x in args.cv.split(",")]
+    points = pair_points()
+    shapes = sorted({p.shape for p, _, _ in points})
+    table: dict[tuple[str, float], dict[str, float]] = {}
+    print("point                          real d: sd / |d|50 / |d|90 ms | sim per ingress_cv: sd / |d|50 / |d|90 (loss)")
+    for p, run, real in points:
+        base = shape_calibration(p.shape)
+        cells = []
+        for cv in grid:
+            s = sim_stats(p, run, dataclasses.replace(base, ingress_cv=cv))
+            table[(p.name, cv)] = s
+            cells.append(f"cv {cv:g}: {s['sd']:5.1f} /{s['p50']:5.1f} /{s['p90']:6.1f} ({loss(s, real):.2f})")
+        print(f"{p.name:<30} {real['sd']:6.1f} /{real['p50']:5.1f} /{real['p90']:6.1f}   " + "  ".join(cells))
+    print("mean loss by shape:")
+    by_shape = {s: {cv: statistics.fmean(loss(table[(p.name, cv)], real) for p, _, real in points if p.shape == s)
+                    for cv in grid} for s in shapes}
+    for s in shapes:
+        print(f"  {s:<12} " + "  ".join(f"cv {cv:g}: {v:.3f}" for cv, v in by_shape[s].items()))
+    both = {cv: statistics.fmean(by_shape[s][cv] for s in shapes) for cv in grid}
+    print("  both         " + "  ".join(f"cv {cv:g}: {v:.3f}" for cv, v in both.items()))
+    pick_all = min(grid, key=lambda cv: both[cv])
+    for s in shapes:
+        others = [o for o in shapes if o != s]
+        pick = min(grid, key=lambda cv: statistics.fmean(by_shape[o][cv] for o in others))
+        print(f"fold {s} held out: ingress_cv = {pick:g} (chosen on {', '.join(others)})")
+    print(f"all pairs: ingress_cv = {pick_all:g} (FITTED and every shape without pairs; shipped before: "
+          f"{FITTED.ingress_cv:g})")
+
+
+if __name__ == "__main__":
+    main()
