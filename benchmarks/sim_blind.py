@@ -64,11 +64,12 @@ def points() -> list[tuple[str, Path, str, dict[str, object]]]:
     return out
 
 
-def simulate(data: dict, shape: str, args: dict[str, object], cal: Calibration) -> tuple[dict[str, float], np.ndarray]:
-    """A bench run's figures and pooled inter-token intervals (s) as the simulator gives them on the H100 for the
-    run's measured sends and lengths (also benchmarks/sim_host_probe.py and sim_gpu_heldout.py)."""
+def simulate(data: dict, shape: str, args: dict[str, object], cal: Calibration,
+             gpu: str = "H100") -> tuple[dict[str, float], np.ndarray]:
+    """A bench run's figures and pooled inter-token intervals (s) as the simulator gives them on `gpu` for the
+    run's measured sends and lengths (also benchmarks/sim_host_probe.py, sim_gpu_heldout.py and sim_confirm.py)."""
     run = bench_run(data)
-    eng = SimulatedEngine(flavour="vllm", gpu="H100", shape=shape, args=args, max_model_len=40960, calibration=cal)
+    eng = SimulatedEngine(flavour="vllm", gpu=gpu, shape=shape, args=args, max_model_len=40960, calibration=cal)
     recs = eng.run(bench_requests(run, np.zeros(len(run))))
     itl = np.concatenate([np.diff(np.asarray(r.token_times)) for r in recs if len(r.token_times) > 1])
     return figures(recs), itl
