@@ -29,7 +29,7 @@ from tuner.sim.sglang_cost import SGLangTerms
 # prompt_lead_max_s is inert with the hold (kept for the forms that use it).
 FITTED = Calibration(
     e_lin=0.72,
-    e_w=0.869565,
+    e_w=1,
     e_attn=0.643428,
     e_kv=0.8,
     o_step_s=0.000381168,
@@ -49,7 +49,7 @@ FITTED = Calibration(
     fp8_attn_gain=1.3,
     fp8_kv_gain=1.4,
     fp8_w_gain=1.45,
-    w_floor_layer_s=3.68609e-05,
+    w_floor_layer_s=5e-05,
     prompt_cpu_step_s=0.0141,
     prompt_cpu_step_cv=0.27,
     prompt_cpu_layer_s=0.000575,
@@ -67,12 +67,12 @@ FITTED = Calibration(
 # and so its own refitted Qwen3-8B step terms; with the hold (above) the 4B fold started from those and chose
 # prompt_launch_serial 0.5 and ingress_s 10 ms, its Qwen3-8B step terms refitted again: its entry carries them.
 SHAPE_LOSO: dict[str, dict[str, float]] = {
-    "qwen3-1.7b": {"e_w": 0.869565, "w_floor_layer_s": 3.68609e-05},
-    "qwen3-4b": {"e_w": 0.869565, "w_floor_layer_s": 3.68609e-05, "e_kv": 0.857904, "o_step_s": 0.000408757,
+    "qwen3-1.7b": {"e_w": 0.975, "w_floor_layer_s": 4.5e-05},
+    "qwen3-4b": {"e_w": 1.0, "w_floor_layer_s": 5e-05, "e_kv": 0.857904, "o_step_s": 0.000408757,
                  "o_tok_s": 6.25276e-09, "frontend_s": 0.0001, "ingress_per_seq_s": 7.04098e-05,
                  "prompt_launch_serial": 0.5, "ingress_s": 0.01},
-    "qwen3-14b": {"e_w": 0.869565, "w_floor_layer_s": 3.68609e-05},
-    "qwen3-32b": {"e_w": 0.909091, "w_floor_layer_s": 4.12406e-05},
+    "qwen3-14b": {"e_w": 1.0, "w_floor_layer_s": 5e-05},
+    "qwen3-32b": {"e_w": 1.0, "w_floor_layer_s": 5e-05},
 }
 
 # ---- SGLang (issue 17): SGLang's own terms over FITTED (tuner/sim/sglang_cost.py), applied to SGLang engines only.
