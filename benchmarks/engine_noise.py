@@ -76,12 +76,14 @@ jitter_seed 0 / 1 / 2. Blind H100 sets (`sim_blind.py`, sim_blind_decode_noise.t
 P99 ITL 8.4, P50 TPOT 4.6 (shipped 12.8, 11.5, 8.1). Rules 1-4 and 6 met; **rule 5 not met** (the second draw's P99
 TTFT 11.9 against shipped's 10.2, worse by 1.7): rejected on these splits, the shipped calibration unchanged. Whether
 the pair is better is left to data no form has seen: benchmarks/sim_confirm.py, its rule fixed before the runs.
+"""
 
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import math
 import statistics
 import sys
@@ -138,6 +140,31 @@ def pair_points() -> list[tuple[RefPoint, BenchRun, dict[str, float]]]:
     return out
 
 
+def h100_pairs() -> None:
+    """The pair figures of the two H100 servers fed the same sends (gpu-confirm c8 / c8i2, c17 / c17i2), real and
+    simulated on the H100 with FITTED and three ingress_cv values (a check after the decision, on another host)."""
+    from tuner.sim.detailed import bench_run, load_json
+
+    root = Path(__file__).resolve().parent / "results" / "gpu-confirm"
+    for a, b in (("c8", "c8i2"), ("c17", "c17i2")):
+        pa, pb = (json.loads((root / x / "points.json").read_text()) for x in (a, b))
+        for x, y in zip(pa, pb, strict=True):
+            ra, rb = (bench_run(load_json(root / s / p["file"])) for s, p in ((a, x), (b, y)))
+            real = stats(np.array(ra.ttfts) * 1e3, np.array(rb.ttfts) * 1e3)
+            cells = []
+            for cv in (0.0, 1.0, 1.25):
+                tt = []
+                for seed in (0, 1):
+                    eng = SimulatedEngine(flavour="vllm", gpu="H100", shape=x["shape"], args={}, max_model_len=40960,
+                                          calibration=dataclasses.replace(FITTED, ingress_cv=cv, jitter_seed=seed))
+                    recs = sorted(eng.run(bench_requests(ra, np.zeros(len(ra)))), key=lambda r: r.id)
+                    tt.append(np.array([(r.first_token_s or math.nan) - r.sent_s for r in recs]) * 1e3)
+                s = stats(*tt)
+                cells.append(f"sim cv {cv:g}: {s['sd']:5.1f} /{s['p50']:5.1f} /{s['p90']:6.1f}")
+            print(f"{a}/{x['name']:<14} real d: sd / |d|50 / |d|90 ms {real['sd']:5.1f} /{real['p50']:5.1f} /"
+                  f"{real['p90']:6.1f}   " + "   ".join(cells))
+
+
 def loss(sim: dict[str, float], real: dict[str, float]) -> float:
     return statistics.fmean(abs(math.log(max(sim[k], 1e-6) / real[k])) for k in STATS)
 
@@ -145,9 +172,15 @@ def loss(sim: dict[str, float], real: dict[str, float]) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cv", default=",".join(f"{c:g}" for c in GRID), help="the ingress_cv grid")
+    ap.add_argument("--h100", action="store_true",
+                    help="only the pair figures of the H100 second servers (benchmarks/results/gpu-confirm), real and "
+                         "simulated with ingress_cv 0, 1 and 1.25 on FITTED")
     ap.add_argument("--draws", action="store_true",
                     help="only the shape split of the calibration as written, on jitter_seed 0 / 1 / 2 (rule 5)")
     args = ap.parse_args()
+    if args.h100:
+        h100_pairs()
+        return
     if args.draws:
         from benchmarks.sim_shape_cpu import print_draws
 
