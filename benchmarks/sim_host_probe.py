@@ -29,34 +29,23 @@ sim_confirm.txt), with the launch grid extended down to 0.2 (0.2 to 1.5 by 0.05:
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import itertools
 import json
 import sys
 from pathlib import Path
-
-import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.sim_blind import measured, points, simulate
 from benchmarks.sim_fidelity import SHORT, medians
 from tuner.sim.calibration import FITTED
-from tuner.sim.cost import Calibration
 from tuner.sim.detailed import load_json
+from tuner.sim.host import apply_host, fit_host
 from tuner.sim.reference import METRICS, errors_pct
 
-QS = (10, 25, 50, 75, 90, 95, 98, 99, 99.5)
 LAUNCH = tuple(round(0.5 + 0.05 * i, 2) for i in range(21))
 STEP = tuple(round(0.7 + 0.05 * i, 2) for i in range(13))
 CONFIRM = Path(__file__).resolve().parent / "results" / "gpu-confirm"
 RULE_SETS = ("q4n", "q17l", "q8m", "q4t")  # sim_blind.py's sets when the rule was fixed (q4t: the q4u and q4t servers)
-
-
-def host(cal: Calibration, launch: float, step: float) -> Calibration:
-    return dataclasses.replace(cal, prompt_cpu_step_s=cal.prompt_cpu_step_s * launch,
-                               prompt_cpu_layer_s=cal.prompt_cpu_layer_s * launch, o_step_s=cal.o_step_s * step,
-                               w_floor_layer_s=cal.w_floor_layer_s * step)
 
 
 def main() -> None:
@@ -81,23 +70,15 @@ def main() -> None:
     pooled: dict[str, list[dict[str, float]]] = {"shipped": [], "host": []}
     for server, runs in servers.items():
         probe, rest = runs[0], runs[1:]
-        data = load_json(probe[0])
-        real = np.concatenate([np.asarray(x) for x in data["itls"] if len(x)])
-        rq = np.percentile(real, QS)
-
-        def score(key: tuple[float, float], probe: tuple[Path, str, dict[str, object]] = probe, data: dict = data,
-                  rq: np.ndarray = rq) -> float:
-            _, itl = simulate(data, probe[1], probe[2], host(FITTED, *key))
-            return float(np.sum(np.abs(np.log(np.percentile(itl, QS) / rq))))
-
-        best = min(itertools.product(launch_grid, STEP), key=score)
+        fit = fit_host(load_json(probe[0]), probe[1], "H100", probe[2], launch_grid=launch_grid, step_grid=STEP)
+        best = (fit.launch, fit.step)
         print(f"server {server}: probe {probe[0].name} ({probe[1]}), host factors launch x{best[0]:.2f} step "
-              f"x{best[1]:.2f}; probe ITL percentile loss {score(best):.3f} (shipped {score((1.0, 1.0)):.3f})",
+              f"x{best[1]:.2f}; probe ITL percentile loss {fit.loss:.3f} (shipped {fit.loss_calibrated:.3f})",
               flush=True)
         for f, shape, args in rest:
             d = load_json(f)
             real = measured(d)
-            for label, cal in (("shipped", FITTED), ("host", host(FITTED, *best))):
+            for label, cal in (("shipped", FITTED), ("host", apply_host(FITTED, *best))):
                 sim, _ = simulate(d, shape, args, cal)
                 err = errors_pct(sim, real)
                 pooled[label].append(err)

@@ -28,6 +28,7 @@ def simulate(study: Study, flavour: str, args: dict[str, Any], *, seed: int | No
     from tuner.load.capacity import find_capacity
     from tuner.load.target import VirtualTarget
     from tuner.sim import SimulatedEngine, shape_for
+    from tuner.sim.host import host_calibration
     from tuner.trial.fidelity import StopTrial
 
     try:
@@ -36,7 +37,7 @@ def simulate(study: Study, flavour: str, args: dict[str, Any], *, seed: int | No
             args=args, max_model_len=study.model.max_model_len,
             tensor_parallel_size=study.model.tensor_parallel_size, dtype=study.model.dtype,
             speculative={k: v.model_dump() for k, v in study.speculative.methods.items()},
-            calibration=calibration,
+            calibration=calibration if calibration is not None else host_calibration(study.sim.host),
         )
     except EngineStartError as exc:
         return TrialReport.failed(exc.outcome, exc.reason)

@@ -252,6 +252,8 @@ def _parser(flavour: str | None) -> argparse.ArgumentParser:
     ap.add_argument("--tensor-parallel-size", "--tp-size", dest="tensor_parallel_size", type=int, default=1)
     ap.add_argument("--dtype", default="bfloat16")
     ap.add_argument("--time-scale", type=float, default=1.0, help="virtual seconds per wall second")
+    ap.add_argument("--host-launch", type=float, default=1.0, help="x the calibrated prompt-step launch (tuner.sim.host)")
+    ap.add_argument("--host-step", type=float, default=1.0, help="x the calibrated fixed step time (tuner.sim.host)")
     add_fault_flags(ap)
     if flavour is not None:
         for name, kind in knobs(flavour).items():
@@ -278,8 +280,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         from tuner.sim.catalog import get_shape
 
         mml = a.max_model_len or get_shape(shape).max_position
+        from tuner.sim.calibration import FITTED
+        from tuner.sim.host import apply_host
+
         engine = SimulatedEngine(flavour=a.flavour, gpu=a.gpu, shape=shape, args=args, max_model_len=mml,
-                                 tensor_parallel_size=a.tensor_parallel_size, dtype=a.dtype)
+                                 tensor_parallel_size=a.tensor_parallel_size, dtype=a.dtype,
+                                 calibration=apply_host(FITTED, a.host_launch, a.host_step))
     except EngineStartError as e:
         print(e.reason, file=sys.stderr, flush=True)
         sys.exit(1)

@@ -39,6 +39,14 @@ class ModelSpec(Strict):
         return self.served_name or self.name
 
 
+class HostFactors(Strict):
+    """The user's host as `python -m tuner.sim.host` measured it (tuner/sim/host.py): x the calibrated prompt-step
+    launch and x the calibrated fixed step time (vLLM flavour)."""
+
+    launch: float = Field(default=1.0, ge=0.05, le=5.0)
+    step: float = Field(default=1.0, ge=0.2, le=5.0)
+
+
 class SimSettings(Strict):
     """The simulated engine: which real engine it imitates, on which GPU, in which face."""
 
@@ -49,6 +57,7 @@ class SimSettings(Strict):
     faults: dict[str, Any] = {}  # server face fault switches (tests)
     start_timeout_s: float = Field(default=120, ge=1)  # server face: readiness deadline
     stop_timeout_s: float = Field(default=30, ge=0.1)  # server face: SIGTERM -> SIGKILL grace
+    host: HostFactors | None = None  # the user's host, measured (python -m tuner.sim.host); None: as calibrated
 
 
 class EngineSettings(Strict):

@@ -106,12 +106,14 @@ def _capacity(study: Study, target: Any, plan: TrialPlan, base_dir: Path | None)
 def _run_virtual(study: Study, plan: TrialPlan, trial_dir: Path, result: TrialResult, base_dir: Path | None) -> None:
     from tuner.load.target import VirtualTarget
     from tuner.sim import SimulatedEngine, shape_for
+    from tuner.sim.host import host_calibration
 
     sim = SimulatedEngine(
         flavour=study.sim.flavour, gpu=study.sim.gpu, shape=study.model.shape or shape_for(study.model.name),
         args=plan.args, max_model_len=study.model.max_model_len,
         tensor_parallel_size=study.model.tensor_parallel_size, dtype=study.model.dtype,
         speculative={k: v.model_dump() for k, v in study.speculative.methods.items()},
+        calibration=host_calibration(study.sim.host),
     )
     result.resolved = dict(sim.resolved)
     result.start_s = 0.0
