@@ -70,6 +70,10 @@ CASES: list[Case] = [
     Case("unknown-sim-fault", "a sim fault switch that does not exist", (put("sim.faults", {"explode": True}),), "sim.faults.explode: unknown sim fault 'explode' | fix: use one of [<*>]"),
     Case("sim-time-scale-zero", "sim.time_scale 0", (put("sim.time_scale", 0),),
          "{study}: sim.time_scale: Input should be greater than or equal to 0.01 | fix: give a larger value"),
+    Case("sim-host-launch-zero", "a measured host with a zero launch factor", (put("sim.host", {"launch": 0}),),
+         "{study}: sim.host.launch: Input should be greater than or equal to 0.05 | fix: give a larger value"),
+    Case("sim-host-unknown-key", "a misspelt host factor", (put("sim.host", {"lanuch": 0.5}),),
+         "{study}: sim.host.lanuch: unknown key 'lanuch' | fix: remove it or check its spelling"),
     # -- search space
     Case("override-low-gt-high", "override with low > high",
          (put("search_space", {"overrides": {"max_num_seqs": {"low": 512, "high": 16}}}),),
