@@ -27,6 +27,12 @@ Rule fixed before any of these runs (commit before the data): adopt the candidat
 otherwise the shipped calibration stays. Either way the issue's bar is judged on sim_fidelity.py, not here.
 
     PYTHONPATH=$PWD .venv/bin/python benchmarks/sim_confirm.py   # output results/sim/sim_confirm.txt
+
+Run (12 points, one H100 host): shipped P99 TTFT 68.2, P99 ITL 77.0, P50 TPOT 7.9, tok/s 1.6; candidate 56.7, 76.1,
+6.6, 0.5. Rule 1 met, rule 2 not (only P99 TTFT is 2+ points lower), rule 3 met: **the shipped calibration stays**.
+Both read this host's small models far off (P99 ITL 44-156 % high on 1.7B, 4B and 8B; the 14B set, 2048-token
+prompts, within 2-17 %): the prompt step's launch on this host is ~0.3-0.6 x the calibrated one
+(benchmarks/sim_host_probe.py --confirm), which neither candidate term touches.
 """
 
 from __future__ import annotations
