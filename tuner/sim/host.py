@@ -5,7 +5,7 @@ vLLM's launch of a step that carries prompt tokens (its kernels issued from Pyth
 four H100 hosts and ~0.4 x the calibrated value on a fifth (benchmarks/results/gpu-confirm), while decode steps and
 throughput carried over within a few percent. That launch sets the P99 ITL and much of the TTFT of small models, so
 one calibration per GPU kind cannot predict a user's tail latencies: on that fifth host the shipped simulator read
-P99 ITL 73-156 % high. A short real run on the user's own machine pins it: fitted on the lowest-rate run of each
+P99 ITL 44-156 % high on 1.7B, 4B and 8B. A short real run on the user's own machine pins it: fitted on the lowest-rate run of each
 server, the factors cut the median P99 ITL error of that server's other runs from 86.5 % to 3.3 % and P50 TPOT from
 6.5 % to 1.7 % (benchmarks/sim_host_probe.py --confirm, six H100 servers).
 
