@@ -102,3 +102,9 @@ def test_the_studys_host_reaches_both_faces() -> None:
 def test_host_factors_are_strict(bad: dict[str, float]) -> None:
     with pytest.raises(ValidationError):
         SimSettings(host=bad)
+
+
+def test_servetune_host_is_the_same_command() -> None:
+    out = subprocess.run([sys.executable, "-m", "tuner.cli", "host", "--help"], cwd=ROOT, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.startswith("usage: servetune host") and "--save-detailed" in out.stdout

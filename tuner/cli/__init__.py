@@ -4,6 +4,7 @@
     servetune bench --url U ...       measure one server under load               (= python -m tuner.bench)
     servetune promote --study-run ID  promote, deploy, roll back                   (= python -m tuner.promote)
     servetune sim --model M ...       the simulated engine's server                (= python -m tuner.sim.server)
+    servetune host --bench R ...      your host's factors for the simulator        (= python -m tuner.sim.host)
 
 Each subcommand is the same `main(argv)` as its `python -m` form, imported only when chosen, so
 `servetune --help` imports no Ray, Optuna or MLflow.
@@ -21,6 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("tuner.bench.cli", "measure one OpenAI-compatible server under a workload (latency, throughput, SLA)"),
     "promote": ("tuner.promote.__main__", "promote a finished study, deploy it to Ray Serve, or roll staging back"),
     "sim": ("tuner.sim.server", "start the simulated engine as an OpenAI-compatible server"),
+    "host": ("tuner.sim.host", "fit the simulator to your host from one low-rate `vllm bench serve --save-detailed` run"),
 }
 
 

@@ -13,6 +13,7 @@ MODULE_FORMS: dict[str, str] = {
     "bench": "python -m tuner.bench",
     "promote": "python -m tuner.promote",
     "sim": "python -m tuner.sim.server",
+    "host": "python -m tuner.sim.host",
 }
 _forms: dict[str, str] = {}
 

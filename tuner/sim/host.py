@@ -107,9 +107,10 @@ def fit_host(data: dict[str, Any], shape: str, gpu: str, args: dict[str, Any] | 
 
 def main(argv: Sequence[str] | None = None) -> int:
     from tuner.common.errors import SpecError
+    from tuner.common.prog import prog
     from tuner.sim.catalog import get_gpu, get_shape
 
-    ap = argparse.ArgumentParser(prog="python -m tuner.sim.host", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog=prog("host"), description=__doc__.splitlines()[0])
     ap.add_argument("--bench", required=True, type=Path, help="a `vllm bench serve --save-detailed` result (JSON)")
     ap.add_argument("--shape", required=True, help="the simulator's model shape, e.g. qwen3-8b")
     ap.add_argument("--gpu", required=True, help="the GPU the run was measured on, e.g. H100")
