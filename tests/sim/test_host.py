@@ -1,5 +1,5 @@
 """The host probe (tuner/sim/host.py): a run on a host with a known launch is fitted back to it, bad input exits 2,
-and a study's `sim.host` reaches the simulator in both faces."""
+and a study's `sim.host_factors` reaches the simulator in both faces."""
 
 from __future__ import annotations
 
@@ -61,10 +61,10 @@ def test_the_command_prints_a_study_block_the_study_accepts(tmp_path: Path) -> N
     out = cli("--bench", str(f), "--shape", "qwen3-1.7b", "--gpu", "H100")
     assert out.returncode == 0, out.stderr
     block = out.stdout.split("sim:\n", 1)[1]
-    host = block.split("host: ", 1)[1].strip()
+    host = block.split("host_factors: ", 1)[1].strip()
     pairs = dict(kv.split(": ") for kv in host.strip("{}").split(", "))
-    settings = SimSettings(gpu="H100", host={k: float(v) for k, v in pairs.items()})
-    assert settings.host is not None and abs(settings.host.launch - 0.4) <= 0.1
+    settings = SimSettings(gpu="H100", host_factors={k: float(v) for k, v in pairs.items()})
+    assert settings.host_factors is not None and abs(settings.host_factors.launch - 0.4) <= 0.1
 
 
 @pytest.mark.parametrize(("args", "says"), [
@@ -87,8 +87,8 @@ def test_a_result_without_per_request_data_exits_2(tmp_path: Path) -> None:
 
 
 def test_the_studys_host_reaches_both_faces() -> None:
-    s = SimSettings(gpu="H100", host={"launch": 0.4, "step": 1.1})
-    cal = host_calibration(s.host)
+    s = SimSettings(gpu="H100", host_factors={"launch": 0.4, "step": 1.1})
+    cal = host_calibration(s.host_factors)
     assert cal is not None
     assert cal.prompt_cpu_step_s == pytest.approx(0.4 * FITTED.prompt_cpu_step_s)
     assert cal.o_step_s == pytest.approx(1.1 * FITTED.o_step_s)
@@ -101,7 +101,7 @@ def test_the_studys_host_reaches_both_faces() -> None:
 @pytest.mark.parametrize("bad", [{"launch": 0.0}, {"launch": 9}, {"step": -1}, {"lanuch": 0.5}])
 def test_host_factors_are_strict(bad: dict[str, float]) -> None:
     with pytest.raises(ValidationError):
-        SimSettings(host=bad)
+        SimSettings(host_factors=bad)
 
 
 def test_servetune_host_is_the_same_command() -> None:

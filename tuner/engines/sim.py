@@ -136,7 +136,8 @@ class SimEngine(Engine):
         ]
         # vLLM's flags are BooleanOptionalAction (--no-x); SGLang's are store_true (False = absent).
         flags = cli.cli_flags(args, lambda _name: s.flavour == "vllm")
-        host = ["--host-launch", repr(float(s.host.launch)), "--host-step", repr(float(s.host.step))] if s.host else []
+        hf = s.host_factors
+        host = ["--host-launch", repr(float(hf.launch)), "--host-step", repr(float(hf.step))] if hf else []
         return base + host + flags + fault_flags(s.faults)
 
     def env(self, launch: LaunchSpec) -> dict[str, str]:

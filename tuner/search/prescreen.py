@@ -37,7 +37,7 @@ def simulate(study: Study, flavour: str, args: dict[str, Any], *, seed: int | No
             args=args, max_model_len=study.model.max_model_len,
             tensor_parallel_size=study.model.tensor_parallel_size, dtype=study.model.dtype,
             speculative={k: v.model_dump() for k, v in study.speculative.methods.items()},
-            calibration=calibration if calibration is not None else host_calibration(study.sim.host),
+            calibration=calibration if calibration is not None else host_calibration(study.sim.host_factors),
         )
     except EngineStartError as exc:
         return TrialReport.failed(exc.outcome, exc.reason)

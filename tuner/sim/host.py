@@ -12,7 +12,7 @@ server, the factors cut the median P99 ITL error of that server's other runs fro
 Factors (vLLM flavour): `launch` scales the prompt step's launch (`prompt_cpu_step_s`, `prompt_cpu_layer_s`), `step`
 the fixed time of every step (`o_step_s`, `w_floor_layer_s`). Fitted on a grid by the sum over the run's pooled
 inter-token intervals' 10/25/50/75/90/95/98/99/99.5th percentiles of |log(simulated / measured)|, the simulator fed
-the run's own send times and lengths. Use the result in a study as `sim: {host: {launch: L, step: S}}`.
+the run's own send times and lengths. Use the result in a study as `sim: {host_factors: {launch: L, step: S}}`.
 
     python -m tuner.sim.host --bench RESULT.json --shape qwen3-8b --gpu H100 [--args '{"max_num_seqs": 128}']
 
@@ -53,7 +53,7 @@ def apply_host(cal: Calibration, launch: float = 1.0, step: float = 1.0) -> Cali
 
 
 def host_calibration(host: Any) -> Calibration | None:
-    """FITTED on the study's host (`sim.host`: an object with `launch` and `step`), or None (FITTED) without one."""
+    """FITTED on the study's host (`sim.host_factors`: an object with `launch` and `step`), or None (FITTED) without one."""
     return None if host is None else apply_host(FITTED, float(host.launch), float(host.step))
 
 
@@ -149,7 +149,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return fail(f"--bench {a.bench}: {exc}")
     print(f"# {fit.requests} requests; ITL percentile loss {fit.loss:.3f} (calibrated as shipped: "
           f"{fit.loss_calibrated:.3f})")
-    print(f"sim:\n  gpu: {a.gpu}\n  host: {{launch: {fit.launch:g}, step: {fit.step:g}}}")
+    print(f"sim:\n  gpu: {a.gpu}\n  host_factors: {{launch: {fit.launch:g}, step: {fit.step:g}}}")
     return 0
 
 

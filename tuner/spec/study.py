@@ -57,7 +57,8 @@ class SimSettings(Strict):
     faults: dict[str, Any] = {}  # server face fault switches (tests)
     start_timeout_s: float = Field(default=120, ge=1)  # server face: readiness deadline
     stop_timeout_s: float = Field(default=30, ge=0.1)  # server face: SIGTERM -> SIGKILL grace
-    host: HostFactors | None = None  # the user's host, measured (python -m tuner.sim.host); None: as calibrated
+    # the user's host, measured (servetune host); None: as calibrated. Not `host`: a server's bind address is `host`
+    host_factors: HostFactors | None = None
 
 
 class EngineSettings(Strict):

@@ -113,7 +113,7 @@ def _run_virtual(study: Study, plan: TrialPlan, trial_dir: Path, result: TrialRe
         args=plan.args, max_model_len=study.model.max_model_len,
         tensor_parallel_size=study.model.tensor_parallel_size, dtype=study.model.dtype,
         speculative={k: v.model_dump() for k, v in study.speculative.methods.items()},
-        calibration=host_calibration(study.sim.host),
+        calibration=host_calibration(study.sim.host_factors),
     )
     result.resolved = dict(sim.resolved)
     result.start_s = 0.0
