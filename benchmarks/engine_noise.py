@@ -112,11 +112,16 @@ def stats(a: np.ndarray, b: np.ndarray) -> dict[str, float]:
     return {"sd": float(d.std()), "p50": float(np.percentile(np.abs(d), 50)), "p90": float(np.percentile(np.abs(d), 90))}
 
 
+def ttfts(eng: SimulatedEngine, run: BenchRun, drawn: np.ndarray) -> np.ndarray:
+    """Per request, in send order, the simulated TTFT (ms) of a measured run's sends (`drawn` where it has none)."""
+    recs = sorted(eng.run(bench_requests(run, drawn)), key=lambda r: r.id)
+    return np.array([(r.first_token_s or math.nan) - r.sent_s for r in recs]) * 1e3
+
+
 def sim_ttfts(p: RefPoint, run: BenchRun, cal: Calibration) -> np.ndarray:
     eng = SimulatedEngine(flavour="vllm", gpu="H200", shape=p.shape, args=p.args, max_model_len=p.max_model_len,
                           calibration=cal)
-    recs = sorted(eng.run(bench_requests(run, client_arrivals(p))), key=lambda r: r.id)
-    return np.array([(r.first_token_s or math.nan) - r.sent_s for r in recs]) * 1e3
+    return ttfts(eng, run, client_arrivals(p))
 
 
 def sim_stats(p: RefPoint, run: BenchRun, cal: Calibration) -> dict[str, float]:
@@ -157,8 +162,7 @@ def h100_pairs() -> None:
                 for seed in (0, 1):
                     eng = SimulatedEngine(flavour="vllm", gpu="H100", shape=x["shape"], args={}, max_model_len=40960,
                                           calibration=dataclasses.replace(FITTED, ingress_cv=cv, jitter_seed=seed))
-                    recs = sorted(eng.run(bench_requests(ra, np.zeros(len(ra)))), key=lambda r: r.id)
-                    tt.append(np.array([(r.first_token_s or math.nan) - r.sent_s for r in recs]) * 1e3)
+                    tt.append(ttfts(eng, ra, np.zeros(len(ra))))
                 s = stats(*tt)
                 cells.append(f"sim cv {cv:g}: {s['sd']:5.1f} /{s['p50']:5.1f} /{s['p90']:6.1f}")
             print(f"{a}/{x['name']:<14} real d: sd / |d|50 / |d|90 ms {real['sd']:5.1f} /{real['p50']:5.1f} /"

@@ -121,8 +121,9 @@ class Calibration:
     ingress_tok_s: float = 0.0
     # the coefficient of variation of that time per request (0 = every request the same): each request's is drawn
     # from a gamma distribution of that mean and spread, seeded per run (jitter_seed). Two servers fed the same sends
-    # read a request's TTFT ~10 ms apart at 2 req/s and 25-30 ms apart at 8-20 req/s (Qwen3-4B on the H200, median
-    # |difference|; benchmarks/engine_noise.py): the engine's own noise, which a fixed ingress leaves out
+    # read a request's TTFT ~10 ms apart at 2-5 req/s and 23-32 ms apart at 8-20 req/s (Qwen3-4B on the H200, median
+    # |difference|; benchmarks/engine_noise.py): the engine's own noise, which a fixed ingress leaves out (on an H100
+    # host measured later only 1.7-7 ms: the noise is the host's, and the shipped calibration keeps this 0)
     ingress_cv: float = 0.0
     # vLLM: the engine core's CPU work for each request it admits (0 = off): it runs while the GPU works on the step
     # before (async scheduling), so a step that admits k new requests ends k x this - (the step before's length)

@@ -102,7 +102,8 @@ def fit_host(data: dict[str, Any], shape: str, gpu: str, args: dict[str, Any] | 
 
     losses = {key: score(key) for key in itertools.product(launch_grid, step_grid)}
     best = min(losses, key=lambda k: losses[k])
-    return HostFit(best[0], best[1], losses[best], score((1.0, 1.0)), len(run))
+    shipped = losses[(1.0, 1.0)] if (1.0, 1.0) in losses else score((1.0, 1.0))  # on the grid unless it was narrowed
+    return HostFit(best[0], best[1], losses[best], shipped, len(run))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
