@@ -79,7 +79,7 @@ def fit_api(data: dict, shape: str, args: dict[str, object], gpu: str, cal: Cali
     for api in API_GRID:
         eng = SimulatedEngine(flavour="vllm", gpu=gpu, shape=shape, args=args, max_model_len=40960,
                               calibration=with_api(cal, api))
-        ttft = np.asarray([r.token_times[0] - r.arrival_s for r in eng.run(reqs) if r.token_times])
+        ttft = np.asarray([r.ttft_s for r in eng.run(reqs) if r.ok])
         losses[api] = float(np.sum(np.abs(np.log(np.percentile(ttft, QUANTILES) / measured_q))))
     best = min(losses, key=lambda k: losses[k])
     return best, losses[best]
