@@ -108,3 +108,50 @@ def test_servetune_host_is_the_same_command() -> None:
     out = subprocess.run([sys.executable, "-m", "tuner.cli", "host", "--help"], cwd=ROOT, capture_output=True,
                          text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.startswith("usage: servetune host") and "--save-detailed" in out.stdout
+
+
+def write_records(path: Path, launch_x: float, step_x: float, n: int = 120) -> None:
+    """servetune's own records (what `servetune bench --output` and a trial's requests.parquet hold) of a run on a
+    host `launch_x` / `step_x` of the calibration, with two warm-up requests and one failure that must be left out."""
+    from dataclasses import replace
+
+    from tuner.load.records_io import RecordWriter
+
+    eng = SimulatedEngine(flavour="vllm", gpu="H100", shape="qwen3-1.7b", args={}, max_model_len=40960,
+                          calibration=apply_host(FITTED, launch_x, step_x))
+    recs = eng.run(poisson(n, 6.0, 1024, 128, seed=3))
+    odd = [replace(recs[0], id=10_000, warmup=True, first_token_s=recs[0].sent_s + 9.0),
+           replace(recs[1], id=10_001, error="http 500", done_s=None)]
+    with RecordWriter(path) as w:
+        for r in [*odd, *recs]:
+            w.write(r)
+
+
+def test_servetune_records_are_fitted_like_a_bench_result(tmp_path: Path) -> None:
+    from tuner.sim.host import fit_host_run, load_run
+
+    f = tmp_path / "records.parquet"
+    write_records(f, 0.5, 1.1)
+    run = load_run(None, f)
+    assert len(run) == 120 and run.start_times is not None and run.start_times[0] == 0.0
+    assert max(run.ttfts) < 9.0  # the warm-up request's 9 s TTFT is not part of the run
+    fit = fit_host_run(run, "qwen3-1.7b", "H100", launch_grid=(0.3, 0.5, 0.7, 1.0), step_grid=(0.9, 1.0, 1.1))
+    assert (fit.launch, fit.step) == (0.5, 1.1)
+
+
+def test_the_command_reads_servetune_records(tmp_path: Path) -> None:
+    f = tmp_path / "records.parquet"
+    write_records(f, 0.4, 1.0, n=100)
+    out = cli("--records", str(f), "--shape", "qwen3-1.7b", "--gpu", "H100")
+    assert out.returncode == 0, out.stderr
+    assert "# 100 requests" in out.stdout and "host_factors: {launch: 0.4" in out.stdout
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["--records", str(ROOT / "README.md"), "--shape", "qwen3-8b", "--gpu", "H100"], "not a servetune records file"),
+    (["--records", "/nonexistent.parquet", "--shape", "qwen3-8b", "--gpu", "H100"], "no such file"),
+    (["--bench", "/dev/null", "--records", "/dev/null", "--shape", "qwen3-8b", "--gpu", "H100"], "not allowed with"),
+])
+def test_bad_records_input_exits_2_with_a_reason(args: list[str], says: str) -> None:
+    out = cli(*args)
+    assert out.returncode == 2 and says in out.stderr and "Traceback" not in out.stderr

@@ -79,6 +79,23 @@ def bench_run(data: dict[str, Any]) -> BenchRun:
     )
 
 
+def records_run(records: list[Any]) -> BenchRun:
+    """servetune's own per-request records (a `requests.parquet` / `records.parquet` read back with
+    tuner.load.records_io.to_records) as a BenchRun: the successful, measured (non-warm-up) requests in send order,
+    their send times from the first, their streamed token times as inter-token intervals."""
+    ok = sorted((r for r in records if r.ok and not r.warmup and r.first_token_s is not None), key=lambda r: r.sent_s)
+    if not ok:
+        return BenchRun((), (), (), (), None)
+    t0 = ok[0].sent_s
+    return BenchRun(
+        tuple(int(r.input_len) for r in ok),
+        tuple(int(r.output_tokens or len(r.token_times) or r.output_len) for r in ok),
+        tuple(float(r.first_token_s - r.sent_s) for r in ok),
+        tuple(tuple(float(x) for x in np.diff(np.asarray(r.token_times, dtype=float))) for r in ok),
+        tuple(float(r.sent_s - t0) for r in ok),
+    )
+
+
 def bench_requests(run: BenchRun, drawn: np.ndarray) -> list[Request]:
     """The run's requests with their measured lengths, sent at the measured start times, or else at `drawn` (the
     client's own arrival draw, tuner.sim.reference.client_arrivals: send order = draw order)."""

@@ -36,6 +36,7 @@ import numpy as np
 
 from tuner.sim.calibration import FITTED
 from tuner.sim.cost import Calibration
+from tuner.sim.detailed import BenchRun
 
 QUANTILES = (10, 25, 50, 75, 90, 95, 98, 99, 99.5)
 LAUNCH_GRID = tuple(round(0.2 + 0.05 * i, 2) for i in range(27))  # 0.2 .. 1.5
@@ -75,16 +76,25 @@ def fit_host(data: dict[str, Any], shape: str, gpu: str, args: dict[str, Any] | 
              launch_grid: Sequence[float] = LAUNCH_GRID, step_grid: Sequence[float] = STEP_GRID) -> HostFit:
     """The host factors that make the simulator's inter-token intervals of a measured run (a `--save-detailed`
     result's dict) match the run's; raises ValueError when the run has no per-request data."""
-    from tuner.sim.detailed import bench_requests, bench_run, has_detail
-    from tuner.sim.engine import SimulatedEngine
+    from tuner.sim.detailed import bench_run, has_detail
 
     if not has_detail(data):
         raise ValueError("the result has no per-request data (ttfts, itls): run `vllm bench serve` with "
                          "--save-detailed")
-    run = bench_run(data)
+    return fit_host_run(bench_run(data), shape, gpu, args, max_model_len, base, launch_grid, step_grid)
+
+
+def fit_host_run(run: BenchRun, shape: str, gpu: str, args: dict[str, Any] | None = None,
+                 max_model_len: int = 40960, base: Calibration | None = None,
+                 launch_grid: Sequence[float] = LAUNCH_GRID, step_grid: Sequence[float] = STEP_GRID) -> HostFit:
+    """fit_host on a run's per-request arrays (tuner.sim.detailed.BenchRun: from a bench result or from servetune's
+    own records, tuner.sim.detailed.records_run); raises ValueError when they cannot pin the factors."""
+    from tuner.sim.detailed import bench_requests
+    from tuner.sim.engine import SimulatedEngine
+
     if run.start_times is None:
         raise ValueError("the result has no start_times (per-request send times): use a vllm bench that writes them")
-    real = np.concatenate([np.asarray(x) for x in run.itls if len(x)])
+    real = np.concatenate([np.asarray(x, dtype=float) for x in run.itls if len(x)] or [np.zeros(0)])
     if len(real) < 100:
         raise ValueError(f"only {len(real)} inter-token intervals: use a run of 100+ prompts with 100+ output tokens")
     measured_q = np.percentile(real, QUANTILES)
@@ -106,13 +116,44 @@ def fit_host(data: dict[str, Any], shape: str, gpu: str, args: dict[str, Any] | 
     return HostFit(best[0], best[1], losses[best], shipped, len(run))
 
 
+def load_run(bench: Path | None, records: Path | None) -> BenchRun:
+    """The probe run's per-request arrays from a bench result or from servetune's records; ValueError says why not."""
+    from tuner.sim.detailed import bench_run, has_detail, load_json, records_run
+
+    path = bench if bench is not None else records
+    assert path is not None
+    if not path.is_file():
+        what = "a `vllm bench serve --save-detailed` result" if bench is not None else "a records.parquet"
+        raise ValueError(f"no such file | fix: the path of {what}") from None
+    if records is not None:
+        from tuner.load.records_io import read_records, to_records
+
+        try:
+            return records_run(to_records(read_records(records)))
+        except Exception as exc:  # noqa: BLE001 - pyarrow raises several kinds on a file that is not ours
+            raise ValueError(f"not a servetune records file ({type(exc).__name__}: {exc})") from None
+    try:
+        data = load_json(path)
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"not a JSON result ({exc})") from None
+    if not isinstance(data, dict):
+        raise ValueError("not a `vllm bench serve` result (a JSON object)")
+    if not has_detail(data):
+        raise ValueError("the result has no per-request data (ttfts, itls): run `vllm bench serve` with "
+                         "--save-detailed")
+    return bench_run(data)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from tuner.common.errors import SpecError
     from tuner.common.prog import prog
     from tuner.sim.catalog import get_gpu, get_shape
 
     ap = argparse.ArgumentParser(prog=prog("host"), description=__doc__.splitlines()[0])
-    ap.add_argument("--bench", required=True, type=Path, help="a `vllm bench serve --save-detailed` result (JSON)")
+    src = ap.add_mutually_exclusive_group(required=True)
+    src.add_argument("--bench", type=Path, help="a `vllm bench serve --save-detailed` result (JSON)")
+    src.add_argument("--records", type=Path, help="servetune's own per-request records of one load run "
+                     "(`servetune bench --rate R --output DIR` writes DIR/records.parquet)")
     ap.add_argument("--shape", required=True, help="the simulator's model shape, e.g. qwen3-8b")
     ap.add_argument("--gpu", required=True, help="the GPU the run was measured on, e.g. H100")
     ap.add_argument("--args", default="{}", help="the engine arguments of the run (JSON object, snake_case)")
@@ -134,20 +175,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return fail(f"--args is not JSON ({exc}) | fix: e.g. --args '{{\"max_num_seqs\": 128}}'")
     if not isinstance(args, dict):
         return fail("--args must be a JSON object | fix: e.g. --args '{\"max_num_seqs\": 128}'")
-    if not a.bench.is_file():
-        return fail(f"--bench {a.bench}: no such file | fix: the path of a `vllm bench serve --save-detailed` result")
+    where = f"--bench {a.bench}" if a.bench is not None else f"--records {a.records}"
     try:
-        from tuner.sim.detailed import load_json
-
-        data = load_json(a.bench)
-    except (OSError, ValueError) as exc:
-        return fail(f"--bench {a.bench}: not a JSON result ({exc})")
-    if not isinstance(data, dict):
-        return fail(f"--bench {a.bench}: not a `vllm bench serve` result (a JSON object)")
-    try:
-        fit = fit_host(data, a.shape, a.gpu, args, a.max_model_len)
+        run = load_run(a.bench, a.records)
+        fit = fit_host_run(run, a.shape, a.gpu, args, a.max_model_len)
     except ValueError as exc:
-        return fail(f"--bench {a.bench}: {exc}")
+        return fail(f"{where}: {exc}")
     print(f"# {fit.requests} requests; ITL percentile loss {fit.loss:.3f} (calibrated as shipped: "
           f"{fit.loss_calibrated:.3f})")
     print(f"sim:\n  gpu: {a.gpu}\n  host_factors: {{launch: {fit.launch:g}, step: {fit.step:g}}}")
