@@ -102,8 +102,8 @@ def judge(root: Path, labels: dict[str, Callable[[dict, str, dict[str, object], 
         gpu = gpu_of(root / server)
         (pf, pshape, pargs), rest = runs[0], runs[1:]
         probe = load_json(pf)
-        cals = {lb: make(probe, pshape, pargs, gpu) for lb, make in labels.items()}
         print(f"server {server} ({gpu}, {pshape}): probe {pf.name}", flush=True)
+        cals = {lb: make(probe, pshape, pargs, gpu) for lb, make in labels.items()}
         for f, shape, args in rest:
             data = load_json(f)
             real = measured(data)

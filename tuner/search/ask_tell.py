@@ -56,6 +56,7 @@ class TrialReport:
     points: int = 0  # load points measured
     load_points: list[Any] = field(default_factory=list)  # the points themselves (simulated trials)
     early_stopped: bool = False
+    records_path: str | None = None  # the reported point's per-request records (Parquet), where the trial kept them
 
     @classmethod
     def failed(cls, outcome: TrialOutcome, reason: str) -> TrialReport:
@@ -69,6 +70,7 @@ class TrialReport:
             outcome=result.outcome, objective=result.objective, capacity=result.capacity, reason=result.reason,
             latency=finite_float(m.get(study.objective.latency_metric)), metrics=dict(m), points=len(result.points),
             violations=[t.violation(m) for t in study.sla] if m else [1.0] * len(study.sla),
+            records_path=result.records_path,
         )
 
     def to_tune(self) -> dict[str, Any]:
@@ -90,4 +92,5 @@ class TrialReport:
         return cls(outcome=outcome, objective=finite_float(result.get("objective")), latency=finite_float(result.get("latency")),
                    capacity=finite_float(result.get("capacity")), violations=list(result.get("violations") or []),
                    reason=str(result.get("reason") or ""), metrics=dict(metrics) if isinstance(metrics, dict) else {},
-                   points=int(result.get("points") or 0), early_stopped=bool(result.get("early_stopped")))
+                   points=int(result.get("points") or 0), early_stopped=bool(result.get("early_stopped")),
+                   records_path=str(result["records_path"]) if result.get("records_path") else None)

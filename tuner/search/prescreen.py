@@ -90,6 +90,7 @@ class SimulatedSearch:
         from tuner.search.searcher import SearchCore
 
         self.study, self.space, self.core = study, space, SearchCore(study, space)
+        self.calibration: Any = None  # a tuner.sim.cost.Calibration in place of the study's (the gate's host fit)
         self.trials = 0
         self.ended = False  # the search has nothing left to propose
 
@@ -102,7 +103,8 @@ class SimulatedSearch:
             if cfg is None:
                 self.ended = True
                 break
-            report = simulate(self.study, self.space.engines[cfg.engine].flavour, cfg.args)
+            report = simulate(self.study, self.space.engines[cfg.engine].flavour, cfg.args,
+                              calibration=self.calibration)
             self.core.tell(cfg.number, report)
             out.append((self.core.history[-1], report))
         self.trials += len(out)

@@ -28,12 +28,16 @@ from tuner.search.feasibility import config_key
 from tuner.search.prescreen import simulate
 from tuner.search.sim_gate import SimGate
 from tuner.search.space import Space
+from tuner.sim.calibration import FITTED
+from tuner.sim.host import host_calibration
 from tuner.spec.sla import max_violation
 from tuner.spec.study import Study
 from tuner.trial.outcome import TrialOutcome
 
 log = logging.getLogger(__name__)
 FILE = "sim_gate.jsonl"
+HOST_TRIES = 3  # measured trials tried for the host fit before the gate keeps the calibration as shipped
+HOST_MIN_REQUESTS = 50  # a trial's records with fewer do not pin the factors
 POOL_GROWTH = 3  # the simulated search may run up to this many times sim_gate.pool trials
 Prediction = tuple[float | None, float | None, float | None]  # objective, capacity, predicted SLA miss
 
@@ -53,6 +57,9 @@ class StudyGate:
         self._pool: list[dict[str, Any]] | None = None  # the simulated search's configs, built on first use
         self._sim: Any = None  # the simulated search (tuner.search.prescreen.SimulatedSearch), continued on demand
         self._proposed: set[tuple[str, str]] = set()
+        # the simulator's calibration: the study's host factors, else fitted on the first measured trial (fit_host)
+        self.calibration: Any = host_calibration(study.sim.host_factors)
+        self._host_tries = 0 if s.fit_host and study.sim.host_factors is None else HOST_TRIES
 
     def _key(self, engine: str, args: dict[str, Any]) -> tuple[str, str]:
         return config_key(engine, {**self.space.engines[engine].defaults(), **args})
@@ -65,7 +72,8 @@ class StudyGate:
     def _predict(self, engine: str, args: dict[str, Any]) -> tuple[Prediction, str]:
         key = self._key(engine, args)
         if key not in self._cache:
-            self._cache[key] = self._read(simulate(self.study, self.space.engines[engine].flavour, args))
+            self._cache[key] = self._read(simulate(self.study, self.space.engines[engine].flavour, args,
+                                                   calibration=self.calibration))
         return self._cache[key]
 
     def _read(self, r: TrialReport) -> tuple[Prediction, str]:
@@ -82,6 +90,7 @@ class StudyGate:
             from tuner.search.prescreen import SimulatedSearch
 
             self._pool, self._sim = [], SimulatedSearch(self.study, self.space)
+            self._sim.calibration = self.calibration
             self._grow()
         return self._pool
 
@@ -167,6 +176,9 @@ class StudyGate:
             if engine is None or args is None:
                 return
             self.predicted[number] = self._predict(engine, args)[0]
+        if self._host_tries < HOST_TRIES and report.outcome is TrialOutcome.OK and report.records_path and engine:
+            if self._fit_host(number, engine, args or {}, Path(report.records_path)):
+                self.predicted[number] = self._predict(engine, args or {})[0]  # on the host it was measured on
         obj, cap, miss = self.predicted.pop(number)
         measured = finite_float(report.objective) if report.outcome is TrialOutcome.OK else None
         surprises = len(self.gate.surprises)
@@ -180,6 +192,50 @@ class StudyGate:
             row["surprise"] = (f"the engine met the SLA the simulator said it would miss by {miss or 0:.0%}: "
                                f"error now {self.gate.error():.0%}")
         self._write(row)
+
+    def _fit_host(self, number: int, engine: str, args: dict[str, Any], records: Path) -> bool:
+        """Fit the host factors on a measured trial's per-request records (tuner.sim.host) and predict with them
+        from now on; False (and a line in sim_gate.jsonl saying why) where the records cannot pin them."""
+        from tuner.sim.detailed import records_run
+        from tuner.sim.host import LAUNCH_GRID, STEP_GRID, apply_host, fit_host_run
+
+        self._host_tries += 1
+        row: dict[str, Any] = {"event": "host", "number": number}
+        flavour = self.space.engines[engine].flavour
+        if flavour != "vllm":
+            self._host_tries = HOST_TRIES
+            self._write({**row, "skipped": f"the host probe models vLLM's launch, not {flavour}'s"})
+            return False
+        try:
+            from tuner.load.records_io import read_records, to_records
+            from tuner.sim import shape_for
+
+            run = records_run(to_records(read_records(records)))
+            shape = self.study.model.shape or shape_for(self.study.model.name)
+            fit = fit_host_run(run, shape, self.study.sim.gpu, args, self.study.model.max_model_len)  # as simulate()
+        except (OSError, ValueError, SpecError) as exc:
+            self._write({**row, "skipped": f"{records.name}: {exc}"[:300]})
+            return False
+        except Exception as exc:  # noqa: BLE001 - pyarrow raises several kinds on an unreadable file
+            self._write({**row, "skipped": f"{records.name}: {type(exc).__name__}: {exc}"[:300]})
+            return False
+        edge = [f"{name} x{v:g}" for name, v, grid in (("launch", fit.launch, LAUNCH_GRID), ("step", fit.step, STEP_GRID))
+                if v in (grid[0], grid[-1])]
+        if fit.requests < HOST_MIN_REQUESTS or edge:
+            why = (f"only {fit.requests} measured requests (the fit wants {HOST_MIN_REQUESTS}+)" if not edge else
+                   f"{', '.join(edge)} is the edge of its grid: the factors do not model this engine")
+            self._write({**row, "skipped": why, "launch": fit.launch, "step": fit.step})
+            return False
+        self._host_tries = HOST_TRIES
+        self.calibration = apply_host(FITTED, fit.launch, fit.step)
+        self._cache.clear()  # every prediction again, on this host
+        if self._sim is not None:
+            self._sim.calibration = self.calibration
+        self._write({**row, "launch": fit.launch, "step": fit.step, "loss": fit.loss,
+                     "loss_calibrated": fit.loss_calibrated, "requests": fit.requests})
+        log.info("sim gate: host factors launch x%.2f step x%.2f from trial %d's records (ITL loss %.3f, "
+                 "as calibrated %.3f)", fit.launch, fit.step, number, fit.loss, fit.loss_calibrated)
+        return True
 
     def _write(self, row: dict[str, Any]) -> None:
         self.records.append(row)

@@ -82,7 +82,9 @@ def bench_run(data: dict[str, Any]) -> BenchRun:
 def records_run(records: list[Any]) -> BenchRun:
     """servetune's own per-request records (a `requests.parquet` / `records.parquet` read back with
     tuner.load.records_io.to_records) as a BenchRun: the successful, measured (non-warm-up) requests in send order,
-    their send times from the first, their streamed token times as inter-token intervals."""
+    their send times from the first, their streamed token times as inter-token intervals. Tokens read from the socket
+    together share one time (several stream events in one read); their zero intervals are dropped, so an interval is
+    the time between two reads, as `vllm bench serve` counts one per stream event."""
     ok = sorted((r for r in records if r.ok and not r.warmup and r.first_token_s is not None), key=lambda r: r.sent_s)
     if not ok:
         return BenchRun((), (), (), (), None)
@@ -91,7 +93,7 @@ def records_run(records: list[Any]) -> BenchRun:
         tuple(int(r.input_len) for r in ok),
         tuple(int(r.output_tokens or len(r.token_times) or r.output_len) for r in ok),
         tuple(float(r.first_token_s - r.sent_s) for r in ok),
-        tuple(tuple(float(x) for x in np.diff(np.asarray(r.token_times, dtype=float))) for r in ok),
+        tuple(tuple(float(x) for x in np.diff(np.asarray(r.token_times, dtype=float)) if x > 0) for r in ok),
         tuple(float(r.sent_s - t0) for r in ok),
     )
 

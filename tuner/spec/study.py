@@ -204,6 +204,9 @@ class SimGateSettings(Strict):
     prior_error: float = Field(default=0.3, gt=0)  # relative error assumed until min_points real trials met the SLA
     floor: float = Field(default=0.05, ge=0)  # never trust the simulator closer than this
     min_points: int = Field(default=3, ge=1)
+    # fit the simulator's host factors (tuner.sim.host) on the first measured trial's per-request records, where
+    # sim.host_factors is not given (vLLM flavour): the engine's CPU-side step times differ between hosts of one GPU
+    fit_host: bool = True
     max_skips: int = Field(default=20, ge=1)  # candidates skipped in a row that end the search (nothing left to gain)
     # simulated trials of the study's own search whose configs the gate proposes, best upper bound first,
     # before the sampler's own samples (0: the gate only vetoes the sampler's samples)
