@@ -91,10 +91,10 @@ def test_records_that_cannot_pin_the_factors_are_skipped_with_the_reason(tmp_pat
     assert [r["launch"] for r in _fits(tmp_path)] == [0.5]
 
 
-@pytest.mark.parametrize(("launch", "n", "says"), [(0.05, 120, "launch x0.2 is the edge of its grid"),
-                                                   (0.5, 30, "only 30 measured requests")])
-def test_a_fit_the_factors_cannot_trust_is_skipped(tmp_path: Path, launch: float, n: int, says: str) -> None:
+@pytest.mark.parametrize(("step", "n", "says"), [(3.0, 120, "the two factors do not model this engine"),
+                                                 (1.1, 30, "only 30 measured requests")])
+def test_a_fit_the_factors_cannot_trust_is_skipped(tmp_path: Path, step: float, n: int, says: str) -> None:
     gate = StudyGate(_study(), build_space(_study()), out=tmp_path)
-    _measure(gate, _measured(tmp_path / "requests.parquet", launch, 1.0, n))
+    _measure(gate, _measured(tmp_path / "requests.parquet", 0.5, step, n))
     host = [r for r in _rows(tmp_path) if r["event"] == "host"]
     assert gate.calibration is None and len(host) == 1 and says in host[0]["skipped"], host

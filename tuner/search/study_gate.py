@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,7 @@ log = logging.getLogger(__name__)
 FILE = "sim_gate.jsonl"
 HOST_TRIES = 3  # measured trials tried for the host fit before the gate keeps the calibration as shipped
 HOST_MIN_REQUESTS = 50  # a trial's records with fewer do not pin the factors
+HOST_MAX_OFF = 0.25  # a fit whose ITL percentiles stay further off on average is not used (the real probes: 1-10 %)
 POOL_GROWTH = 3  # the simulated search may run up to this many times sim_gate.pool trials
 Prediction = tuple[float | None, float | None, float | None]  # objective, capacity, predicted SLA miss
 
@@ -197,7 +199,7 @@ class StudyGate:
         """Fit the host factors on a measured trial's per-request records (tuner.sim.host) and predict with them
         from now on; False (and a line in sim_gate.jsonl saying why) where the records cannot pin them."""
         from tuner.sim.detailed import records_run
-        from tuner.sim.host import LAUNCH_GRID, STEP_GRID, apply_host, fit_host_run
+        from tuner.sim.host import QUANTILES, apply_host, fit_host_run
 
         self._host_tries += 1
         row: dict[str, Any] = {"event": "host", "number": number}
@@ -219,12 +221,13 @@ class StudyGate:
         except Exception as exc:  # noqa: BLE001 - pyarrow raises several kinds on an unreadable file
             self._write({**row, "skipped": f"{records.name}: {type(exc).__name__}: {exc}"[:300]})
             return False
-        edge = [f"{name} x{v:g}" for name, v, grid in (("launch", fit.launch, LAUNCH_GRID), ("step", fit.step, STEP_GRID))
-                if v in (grid[0], grid[-1])]
-        if fit.requests < HOST_MIN_REQUESTS or edge:
-            why = (f"only {fit.requests} measured requests (the fit wants {HOST_MIN_REQUESTS}+)" if not edge else
-                   f"{', '.join(edge)} is the edge of its grid: the factors do not model this engine")
-            self._write({**row, "skipped": why, "launch": fit.launch, "step": fit.step})
+        off = math.exp(fit.loss / len(QUANTILES)) - 1  # the fitted simulator's mean miss per ITL percentile
+        if fit.requests < HOST_MIN_REQUESTS or off > HOST_MAX_OFF:
+            why = (f"only {fit.requests} measured requests (the fit wants {HOST_MIN_REQUESTS}+)"
+                   if fit.requests < HOST_MIN_REQUESTS else
+                   f"at its best (launch x{fit.launch:g}, step x{fit.step:g}) the simulator's ITL percentiles are "
+                   f"still {off:.0%} off on average: the two factors do not model this engine")
+            self._write({**row, "skipped": why, "launch": fit.launch, "step": fit.step, "loss": fit.loss})
             return False
         self._host_tries = HOST_TRIES
         self.calibration = apply_host(FITTED, fit.launch, fit.step)
