@@ -53,7 +53,7 @@ from tuner.sim.calibration import FITTED
 from tuner.sim.cost import Calibration
 from tuner.sim.detailed import bench_requests, bench_run, load_json
 from tuner.sim.engine import SimulatedEngine
-from tuner.sim.host import QUANTILES, apply_host, fit_host
+from tuner.sim.host import QUANTILES, RULE_STEP_GRID, apply_host, fit_host
 from tuner.sim.reference import METRICS, errors_pct
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -120,7 +120,7 @@ def judge(root: Path, labels: dict[str, Callable[[dict, str, dict[str, object], 
 
 def host_cal(base: Calibration, api: bool) -> Callable[[dict, str, dict[str, object], str], Calibration]:
     def make(probe: dict, shape: str, args: dict[str, object], gpu: str) -> Calibration:
-        fit = fit_host(probe, shape, gpu, args, base=base)
+        fit = fit_host(probe, shape, gpu, args, base=base, step_grid=RULE_STEP_GRID)  # the rule's grid
         cal = apply_host(base, fit.launch, fit.step)
         note = f"launch x{fit.launch:.2f} step x{fit.step:.2f}"
         if api:

@@ -39,7 +39,7 @@ from benchmarks.sim_blind import measured, points, simulate
 from benchmarks.sim_fidelity import SHORT, medians
 from tuner.sim.calibration import FITTED
 from tuner.sim.detailed import load_json
-from tuner.sim.host import LAUNCH_GRID, STEP_GRID, apply_host, fit_host
+from tuner.sim.host import LAUNCH_GRID, RULE_STEP_GRID, apply_host, fit_host
 from tuner.sim.reference import METRICS, errors_pct
 
 LAUNCH = tuple(round(0.5 + 0.05 * i, 2) for i in range(21))  # the first rule's grid; --confirm: tuner.sim.host's
@@ -69,7 +69,8 @@ def main() -> None:
     pooled: dict[str, list[dict[str, float]]] = {"shipped": [], "host": []}
     for server, runs in servers.items():
         probe, rest = runs[0], runs[1:]
-        fit = fit_host(load_json(probe[0]), probe[1], "H100", probe[2], launch_grid=launch_grid, step_grid=STEP_GRID)
+        fit = fit_host(load_json(probe[0]), probe[1], "H100", probe[2], launch_grid=launch_grid,
+                       step_grid=RULE_STEP_GRID)
         best = (fit.launch, fit.step)
         print(f"server {server}: probe {probe[0].name} ({probe[1]}), host factors launch x{best[0]:.2f} step "
               f"x{best[1]:.2f}; probe ITL percentile loss {fit.loss:.3f} (shipped {fit.loss_calibrated:.3f})",

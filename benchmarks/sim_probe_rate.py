@@ -22,7 +22,7 @@ from benchmarks.sim_confirm import gpu_of
 from benchmarks.sim_fidelity import medians
 from benchmarks.sim_fresh import CONFIRM, FRESH, SHIP, servers
 from tuner.sim.detailed import load_json
-from tuner.sim.host import apply_host, fit_host
+from tuner.sim.host import RULE_STEP_GRID, apply_host, fit_host
 from tuner.sim.reference import errors_pct
 
 
@@ -35,7 +35,7 @@ def main() -> None:
             gpu, middle = gpu_of(root / server), runs[1:-1]
             cals = {"shipped": SHIP}
             for which, probe in (("low", runs[0]), ("high", runs[-1])):
-                fit = fit_host(load_json(probe[0]), probe[1], gpu, probe[2], base=SHIP)
+                fit = fit_host(load_json(probe[0]), probe[1], gpu, probe[2], base=SHIP, step_grid=RULE_STEP_GRID)
                 cals[which] = apply_host(SHIP, fit.launch, fit.step)
                 print(f"{server} probe {which:4s} {probe[0].name:24s} launch x{fit.launch:.2f} step x{fit.step:.2f}",
                       flush=True)
