@@ -98,3 +98,17 @@ def test_a_fit_the_factors_cannot_trust_is_skipped(tmp_path: Path, step: float, 
     _measure(gate, _measured(tmp_path / "requests.parquet", 0.5, step, n))
     host = [r for r in _rows(tmp_path) if r["event"] == "host"]
     assert gate.calibration is None and len(host) == 1 and says in host[0]["skipped"], host
+
+
+def test_the_records_path_reaches_the_gate_through_tune_and_on_resume(tmp_path: Path) -> None:
+    from tuner.trial.result import TrialResult
+
+    records = _measured(tmp_path / "requests.parquet")
+    study = _study()
+    result = TrialResult(trial_id="t0", number=0, engine="vllm", params={}, args={}, outcome=TrialOutcome.OK,
+                         objective=1000.0, capacity=4.0, baseline=True, records_path=str(records))
+    report = TrialReport.from_tune(TrialReport.of(study, result).to_tune())  # what the Ray executor hands back
+    assert report.records_path == str(records)
+    gate = StudyGate(study, build_space(study), out=tmp_path)
+    gate.observe(0, TrialReport.of(study, result), "vllm", {})  # a recorded trial, rebuilt on --resume
+    assert [(r["launch"], r["step"]) for r in _fits(tmp_path)] == [(0.5, 1.1)]
