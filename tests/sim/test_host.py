@@ -155,3 +155,12 @@ def test_the_command_reads_servetune_records(tmp_path: Path) -> None:
 def test_bad_records_input_exits_2_with_a_reason(args: list[str], says: str) -> None:
     out = cli(*args)
     assert out.returncode == 2 and says in out.stderr and "Traceback" not in out.stderr
+
+
+def test_the_command_warns_when_the_factors_cannot_model_the_run(tmp_path: Path) -> None:
+    good, bad = tmp_path / "good.parquet", tmp_path / "bad.parquet"
+    write_records(good, 0.5, 1.1, n=100)
+    write_records(bad, 0.5, 3.0, n=100)  # a step time 3x the calibrated one: beyond the step grid
+    ok, off = (cli("--records", str(f), "--shape", "qwen3-1.7b", "--gpu", "H100") for f in (good, bad))
+    assert ok.returncode == 0 and "warning" not in ok.stderr
+    assert off.returncode == 0 and "do not model this engine" in off.stderr and "host_factors" in off.stdout

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -39,7 +38,6 @@ log = logging.getLogger(__name__)
 FILE = "sim_gate.jsonl"
 HOST_TRIES = 3  # measured trials tried for the host fit before the gate keeps the calibration as shipped
 HOST_MIN_REQUESTS = 50  # a trial's records with fewer do not pin the factors
-HOST_MAX_OFF = 0.25  # a fit whose ITL percentiles stay further off on average is not used (the real probes: 1-10 %)
 POOL_GROWTH = 3  # the simulated search may run up to this many times sim_gate.pool trials
 Prediction = tuple[float | None, float | None, float | None]  # objective, capacity, predicted SLA miss
 
@@ -199,7 +197,7 @@ class StudyGate:
         """Fit the host factors on a measured trial's per-request records (tuner.sim.host) and predict with them
         from now on; False (and a line in sim_gate.jsonl saying why) where the records cannot pin them."""
         from tuner.sim.detailed import records_run
-        from tuner.sim.host import QUANTILES, apply_host, fit_host_run
+        from tuner.sim.host import apply_host, fit_host_run
 
         self._host_tries += 1
         row: dict[str, Any] = {"event": "host", "number": number}
@@ -225,10 +223,10 @@ class StudyGate:
         except Exception as exc:  # noqa: BLE001 - pyarrow raises several kinds on an unreadable file
             self._write({**row, "skipped": f"{records.name}: {type(exc).__name__}: {exc}"[:300]})
             return False
-        off = math.exp(fit.loss / len(QUANTILES)) - 1  # the fitted simulator's mean miss per ITL percentile
-        if off > HOST_MAX_OFF:
+        if not fit.trusted:
             self._write({**row, "skipped": f"at its best (launch x{fit.launch:g}, step x{fit.step:g}) the simulator's "
-                         f"ITL percentiles are still {off:.0%} off on average: the two factors do not model this engine",
+                         f"ITL percentiles are still {fit.off:.0%} off on average: the two factors do not model this "
+                         "engine",
                          "launch": fit.launch, "step": fit.step, "loss": fit.loss})
             return False
         self._host_tries = HOST_TRIES
