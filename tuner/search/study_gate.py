@@ -196,8 +196,7 @@ class StudyGate:
     def _fit_host(self, number: int, engine: str, args: dict[str, Any], records: Path) -> bool:
         """Fit the host factors on a measured trial's per-request records (tuner.sim.host) and predict with them
         from now on; False (and a line in sim_gate.jsonl saying why) where the records cannot pin them."""
-        from tuner.sim.detailed import records_run
-        from tuner.sim.host import apply_host, fit_host_run
+        from tuner.sim.host import apply_host, fit_host_run, load_run
 
         self._host_tries += 1
         row: dict[str, Any] = {"event": "host", "number": number}
@@ -207,21 +206,17 @@ class StudyGate:
             self._write({**row, "skipped": f"the host probe models vLLM's launch, not {flavour}'s"})
             return False
         try:
-            from tuner.load.records_io import read_records, to_records
             from tuner.sim import shape_for
 
-            run = records_run(to_records(read_records(records)))
+            run = load_run(None, records)
             if len(run) < HOST_MIN_REQUESTS:  # before the fit: its grid is ~500 simulations
                 self._write({**row, "skipped": f"only {len(run)} measured requests (the fit wants "
                                                f"{HOST_MIN_REQUESTS}+)"})
                 return False
             shape = self.study.model.shape or shape_for(self.study.model.name)
             fit = fit_host_run(run, shape, self.study.sim.gpu, args, self.study.model.max_model_len)  # as simulate()
-        except (OSError, ValueError, SpecError) as exc:
+        except (ValueError, SpecError) as exc:  # load_run: a missing or unreadable file is a ValueError
             self._write({**row, "skipped": f"{records.name}: {exc}"[:300]})
-            return False
-        except Exception as exc:  # noqa: BLE001 - pyarrow raises several kinds on an unreadable file
-            self._write({**row, "skipped": f"{records.name}: {type(exc).__name__}: {exc}"[:300]})
             return False
         if not fit.trusted:
             self._write({**row, "skipped": f"at its best (launch x{fit.launch:g}, step x{fit.step:g}) the simulator's "

@@ -78,7 +78,7 @@ class HostFit:
 
     @property
     def trusted(self) -> bool:
-        """Whether the two factors model this engine: the probes of eleven H100 servers fitted to 1.8-9.8 %."""
+        """Whether the two factors model this engine: the 22 probes of eleven H100 servers fitted to 2-10 %."""
         return self.off <= MAX_OFF
 
 
@@ -139,7 +139,7 @@ def load_run(bench: Path | None, records: Path | None) -> BenchRun:
     assert path is not None
     if not path.is_file():
         what = "a `vllm bench serve --save-detailed` result" if bench is not None else "a records.parquet"
-        raise ValueError(f"no such file | fix: the path of {what}") from None
+        raise ValueError(f"no such file | fix: the path of {what}")
     if records is not None:
         from tuner.load.records_io import read_records, to_records
 
