@@ -1,0 +1,79 @@
+"""The server face against the virtual face on the same sends: percentiles, tails included.
+
+Why: the server face (`python -m tuner.sim.server`, `sim: {mode: server}`) was checked on throughput, P50 TTFT and
+P50 TPOT (docs/sim.md "The server"), not on the tails that the simulator's calibration work is about. Its live loop
+(tuner/sim/live.py) runs the scheduler's steps and hands tokens out at each step's GPU end after the API server's
+fixed latency (frontend_s); the virtual face's run loop (tuner/sim/engine.py) also serves requests through the API
+server's FIFO (ingress_s, ingress_per_seq_s with its stretch), gates arrivals one step ahead (async scheduling) and
+hands tokens out when the prompt step's launch releases them (prompt_hold). This prints how far apart the two faces
+read one workload: Poisson arrivals, Qwen3-8B and Qwen3-1.7B shapes on an H200, engine defaults, time scale 1 and 2.
+
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/server_face_tails.py   # output results/sim/server_face_tails.txt
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tuner.engines import get_engine
+from tuner.engines.base import LaunchSpec
+from tuner.engines.process import reserve_port
+from tuner.load.records import Request, RequestRecord
+from tuner.load.target import HttpTarget
+from tuner.sim import SimulatedEngine
+from tuner.spec.study import ModelSpec, SimSettings
+
+CASES = (("Qwen/Qwen3-8B", "qwen3-8b", 4.0, 1000, 128), ("Qwen/Qwen3-1.7B", "qwen3-1.7b", 12.0, 1000, 128))
+SCALES = (1.0, 2.0)
+N = 150
+
+
+def figures(recs: list[RequestRecord]) -> dict[str, float]:
+    ok = [r for r in recs if r.ok]
+    ttft = np.array([r.ttft_s for r in ok]) * 1e3
+    itl = np.concatenate([np.diff(np.asarray(r.token_times)) for r in ok if len(r.token_times) > 1]) * 1e3
+    tpot = np.array([r.tpot_s for r in ok if r.tpot_s is not None]) * 1e3
+    return {"ok": float(len(ok)), "TTFT50": float(np.percentile(ttft, 50)), "TTFT99": float(np.percentile(ttft, 99)),
+            "TPOT50": float(np.percentile(tpot, 50)), "ITL50": float(np.percentile(itl, 50)),
+            "ITL99": float(np.percentile(itl, 99))}
+
+
+def show(label: str, f: dict[str, float], ref: dict[str, float] | None = None) -> None:
+    cells = []
+    for k, v in f.items():
+        cell = f"{k} {v:.1f}" if k != "ok" else f"ok {v:.0f}"
+        if ref is not None and k != "ok":
+            cell += f" ({(v - ref[k]) / ref[k] * 100:+.0f}%)"
+        cells.append(cell)
+    print(f"  {label:18s} " + "  ".join(cells), flush=True)
+
+
+def main() -> None:
+    for model, shape, rate, inp, out in CASES:
+        rng = np.random.default_rng(0)
+        arrivals = np.cumsum(rng.exponential(1 / rate, N))
+        reqs = [Request(i, float(arrivals[i]), inp, out) for i in range(N)]
+        virtual = figures(SimulatedEngine(flavour="vllm", gpu="H200", shape=shape, args={},
+                                          max_model_len=4096).run(reqs))
+        print(f"{shape} H200, engine defaults, {N} Poisson requests at {rate:g} req/s, {inp} in / {out} out (ms)")
+        show("virtual face", virtual)
+        for scale in SCALES:
+            port, sock = reserve_port()
+            with tempfile.TemporaryDirectory() as tmp:
+                launch = LaunchSpec(model=ModelSpec(name=model, served_name="m", max_model_len=4096),
+                                    host="127.0.0.1", port=port, log_path=Path(tmp) / "sim.log",
+                                    settings=SimSettings(flavour="vllm", gpu="H200", mode="server", time_scale=scale),
+                                    port_socket=sock)
+                with get_engine("sim").server({}, launch) as srv:
+                    served = figures(HttpTarget(srv.base_url, "m", time_scale=scale, scrape_metrics=False).run(reqs))
+            show(f"server face x{scale:g}", served, virtual)
+
+
+if __name__ == "__main__":
+    main()
