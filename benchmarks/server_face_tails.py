@@ -21,12 +21,14 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.sim_fidelity import SHORT
 from tuner.engines import get_engine
 from tuner.engines.base import LaunchSpec
 from tuner.engines.process import reserve_port
 from tuner.load.records import Request, RequestRecord
 from tuner.load.target import HttpTarget
 from tuner.sim import SimulatedEngine
+from tuner.sim.reference import figures
 from tuner.spec.study import ModelSpec, SimSettings
 
 CASES = (("Qwen/Qwen3-8B", "qwen3-8b", 4.0, 1000, 128), ("Qwen/Qwen3-1.7B", "qwen3-1.7b", 12.0, 1000, 128))
@@ -34,24 +36,15 @@ SCALES = (1.0, 2.0)
 N = 150
 
 
-def figures(recs: list[RequestRecord]) -> dict[str, float]:
-    ok = [r for r in recs if r.ok]
-    ttft = np.array([r.ttft_s for r in ok]) * 1e3
-    itl = np.concatenate([np.diff(np.asarray(r.token_times)) for r in ok if len(r.token_times) > 1]) * 1e3
-    tpot = np.array([r.tpot_s for r in ok if r.tpot_s is not None]) * 1e3
-    return {"ok": float(len(ok)), "TTFT50": float(np.percentile(ttft, 50)), "TTFT99": float(np.percentile(ttft, 99)),
-            "TPOT50": float(np.percentile(tpot, 50)), "ITL50": float(np.percentile(itl, 50)),
-            "ITL99": float(np.percentile(itl, 99))}
-
-
-def show(label: str, f: dict[str, float], ref: dict[str, float] | None = None) -> None:
-    cells = []
+def show(label: str, recs: list[RequestRecord], ref: dict[str, float] | None = None) -> dict[str, float]:
+    """One row: the records' figures (tuner.sim.reference.figures, as `vllm bench serve` reports them), and with
+    `ref` each one's signed difference from it."""
+    f = figures(recs)
+    cells = [f"ok {sum(r.ok for r in recs)}"]
     for k, v in f.items():
-        cell = f"{k} {v:.1f}" if k != "ok" else f"ok {v:.0f}"
-        if ref is not None and k != "ok":
-            cell += f" ({(v - ref[k]) / ref[k] * 100:+.0f}%)"
-        cells.append(cell)
+        cells.append(f"{SHORT[k]} {v:.1f}" + (f" ({(v - ref[k]) / ref[k] * 100:+.0f}%)" if ref is not None else ""))
     print(f"  {label:18s} " + "  ".join(cells), flush=True)
+    return f
 
 
 def main() -> None:
@@ -59,10 +52,9 @@ def main() -> None:
         rng = np.random.default_rng(0)
         arrivals = np.cumsum(rng.exponential(1 / rate, N))
         reqs = [Request(i, float(arrivals[i]), inp, out) for i in range(N)]
-        virtual = figures(SimulatedEngine(flavour="vllm", gpu="H200", shape=shape, args={},
-                                          max_model_len=4096).run(reqs))
         print(f"{shape} H200, engine defaults, {N} Poisson requests at {rate:g} req/s, {inp} in / {out} out (ms)")
-        show("virtual face", virtual)
+        virtual = show("virtual face", SimulatedEngine(flavour="vllm", gpu="H200", shape=shape, args={},
+                                                       max_model_len=4096).run(reqs))
         for scale in SCALES:
             port, sock = reserve_port()
             with tempfile.TemporaryDirectory() as tmp:
@@ -71,7 +63,7 @@ def main() -> None:
                                     settings=SimSettings(flavour="vllm", gpu="H200", mode="server", time_scale=scale),
                                     port_socket=sock)
                 with get_engine("sim").server({}, launch) as srv:
-                    served = figures(HttpTarget(srv.base_url, "m", time_scale=scale, scrape_metrics=False).run(reqs))
+                    served = HttpTarget(srv.base_url, "m", time_scale=scale, scrape_metrics=False).run(reqs)
             show(f"server face x{scale:g}", served, virtual)
 
 

@@ -70,7 +70,6 @@ def test_gate_skips_what_the_simulator_rules_out(tmp_path: Path) -> None:
     # the baseline's per-request records were read for the host fit (tuner.sim.host): factors, or why not
     host = [r for r in log if r["event"] == "host"]
     assert host and host[0]["number"] == 0 and ("launch" in host[0] or host[0]["skipped"]), host
-    print(host)
     base = next(m for m in measured if m["number"] == 0)
     assert base["predicted_capacity"] and base["measured_capacity"]
     # the correction learns the perturbed engine: after the real trials it is not the neutral 1.0
