@@ -24,8 +24,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from tuner.load.records import Request  # noqa: E402
-from tuner.load.target import HttpTarget  # noqa: E402
+from tuner.load.records import Request
+from tuner.load.target import HttpTarget
 
 
 def requests(rate: float, n: int, inp: int, out: int, warmups: int, seed: int) -> list[Request]:
