@@ -51,7 +51,9 @@ def test_stream_reader_classifies_events_like_a_json_parse() -> None:
         {"choices": [{"index": 0, "delta": {"content": "Hi"}}]},
         {"choices": [{"index": 0, "delta": {"reasoning_content": "hmm", "content": None}}]},
         {"choices": [{"index": 0, "text": "\"quoted\"", "logprobs": None, "finish_reason": None}]},
-        {"choices": [{"index": 0, "text": "", "finish_reason": "length"}], "usage": None},
+        {"choices": [{"index": 0, "text": "", "finish_reason": "length"}], "usage": None},  # closing: no token
+        # a token that decoded to no text yet (vLLM still streams its chunk): a token
+        {"choices": [{"index": 0, "text": "", "logprobs": None, "finish_reason": None, "stop_reason": None}]},
         {"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 7, "total_tokens": 10}},
     ]
     for sep in ((",", ":"), (", ", ": ")):  # vLLM's compact JSON and Python's default spacing
@@ -61,7 +63,26 @@ def test_stream_reader_classifies_events_like_a_json_parse() -> None:
         for i in range(0, len(stream), 5):
             r.feed(stream[i:i + 5], float(i))
         r.feed(b"data: [DONE]\n\n", 1e6)
-        assert len(times) == 3 and r.first == times[0] and r.usage_tokens == 7 and r.done and r.error is None
+        assert len(times) == 4 and r.first == times[0] and r.usage_tokens == 7 and r.done and r.error is None
+
+
+def test_a_stream_of_tokens_without_text_is_timed() -> None:
+    """vLLM streams one chunk per token even when the token decodes to no text (here every one: a dummy-weight
+    Qwen3-1.7B on the H100 sampled ids past its tokenizer's vocabulary). Before, such a stream read as having no first
+    token and no token times, though it finished with every token (usage)."""
+    from tuner.load.stream import StreamReader
+
+    chunk = b'data: {"id":"cmpl-1","object":"text_completion","created":1,"model":"m","choices":[{"index":0,' \
+            b'"text":"","logprobs":null,"finish_reason":null,"stop_reason":null}],"usage":null}\n\n'
+    last = b'data: {"id":"cmpl-1","object":"text_completion","created":1,"model":"m","choices":[{"index":0,' \
+           b'"text":"","logprobs":null,"finish_reason":"length","stop_reason":null}],"usage":null}\n\n'
+    times: list[float] = []
+    r = StreamReader(times)
+    for k in range(5):
+        r.feed(chunk, 0.1 * (k + 1))
+    r.feed(last, 0.6)
+    r.feed(b"data: [DONE]\n\n", 0.7)
+    assert r.first == 0.1 and times == [0.1, 0.2, 0.30000000000000004, 0.4, 0.5] and r.done
 
 
 def test_stream_reader_reports_errors() -> None:

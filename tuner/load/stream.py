@@ -3,8 +3,11 @@
 `StreamReader.feed(bytes, now)` runs the SSE parser and classifies each event. A chunk that carries
 text (`choices[0].text`, or `delta.content` / `reasoning_content` / `reasoning`) is a streamed
 token, found by a byte pattern instead of a JSON parse (the hot path: one event per token); events
-with `usage` or `error` are parsed as JSON. An empty text (e.g. chat's first, role-only chunk) is
-no token.
+with `usage` or `error` are parsed as JSON. An empty chat text (e.g. chat's first, role-only chunk) is
+no token. An empty completions text with no finish reason is one: vLLM streams a chunk per generated
+token, and its text is empty where the token decodes to nothing yet (a character split across tokens,
+a skipped special token, or a dummy-weight model's ids past the tokenizer's vocabulary); without it a
+stream of such tokens read as having no first token at all (a Qwen3-1.7B server on the H100, 2026-12-06).
 
 Timestamps come from the caller: tuner.load.http1 stamps each socket read when the event loop
 gets it, before any parsing, so the parser's cost never lands in a token's time.
@@ -19,6 +22,8 @@ from collections.abc import MutableSequence
 from tuner.load.sse import SSEParser
 
 _TEXT = re.compile(rb'"(?:text|content|reasoning_content|reasoning)"\s*:\s*"(?!")')
+_EMPTY_TEXT = re.compile(rb'"text"\s*:\s*""')  # a completions chunk whose token decoded to no text (yet)
+_OPEN = re.compile(rb'"finish_reason"\s*:\s*null')  # ... and is not a closing chunk
 _PARSE = re.compile(rb'"usage"\s*:\s*\{|"error"|"object"\s*:\s*"error"')
 
 
@@ -47,7 +52,7 @@ class StreamReader:
             self.done = True
             self.done_at = now
             return
-        if _TEXT.search(data) is not None:
+        if _TEXT.search(data) is not None or (_EMPTY_TEXT.search(data) is not None and _OPEN.search(data) is not None):
             if self.first is None:
                 self.first = now
             self.times.append(now)
