@@ -19,9 +19,7 @@ R1, the gate's fit holds on servetune's records: pooled over every server's judg
     the fitted factors is worse than the shipped calibration's by more than 1 point.
 R2, the gate would use the fits: every probe's fit is trusted (HostFit.trusted: its ITL percentiles within 25 % on
     average).
-Reported either way; a miss is said in docs/sim.md. Added after the runs (not a rule, a what-if on them): the
-calibration the gate now uses (`gate`): the fit where HostFit.needed (it halves the probe's miss), else the shipped
-one; made because R1 failed here. Smoke-tested before the runs on the simulator's own server (the
+Reported either way; a miss is said in docs/sim.md. Smoke-tested before the runs on the simulator's own server (the
 shipped calibration itself, Qwen3-8B on H100 at max_num_batched_tokens 4096, 100 requests at 3 and 8 req/s): the fit
 read launch x1 step x1.1 (3.4 % off, trusted), and R1 did not hold there (P99 TTFT 2.5 -> 7.9 %, P50 TPOT 0.8 ->
 4.9 %): on a host the calibration already matches, the fit has nothing to remove and its grid step costs a few points.
@@ -97,7 +95,7 @@ def gpu_of(root: Path) -> str:
 
 def main() -> None:
     gpu = gpu_of(ROOT)
-    pooled: dict[str, list[dict[str, float]]] = {"shipped": [], "host": [], "gate": []}
+    pooled: dict[str, list[dict[str, float]]] = {"shipped": [], "host": []}
     trusted = []
     for name, (shape, args) in SERVERS.items():
         runs = sorted(ROOT.glob(f"{name}/r*.json.gz"), key=lambda p: float(p.name[1:].removesuffix(".json.gz")))
@@ -109,9 +107,8 @@ def main() -> None:
         trusted.append(fit.trusted)
         print(f"server {name} ({gpu}, {shape}, {args}): probe {runs[0].name}, {fit.requests} requests: launch "
               f"x{fit.launch:g} step x{fit.step:g}, {fit.off:.1%} off ({'trusted' if fit.trusted else 'NOT trusted'}; "
-              f"{fit.off_calibrated:.1%} as shipped: {'needed' if fit.needed else 'not needed'})", flush=True)
-        host = apply_host(FITTED, fit.launch, fit.step)
-        cals = {"shipped": FITTED, "host": host, "gate": host if fit.needed and fit.trusted else FITTED}
+              f"{fit.off_calibrated:.1%} as shipped)", flush=True)
+        cals = {"shipped": FITTED, "host": apply_host(FITTED, fit.launch, fit.step)}
         for f in rest:
             recs = load(f)
             real = measured_figures(recs)
@@ -127,7 +124,7 @@ def main() -> None:
     for lb, rows in pooled.items():
         print(f"judged runs={len(rows)} calibration={lb} median_abs_error_pct: {medians(rows)}")
     med = {lb: {m: float(np.median([r[m] for r in rows])) for m in METRICS} for lb, rows in pooled.items()}
-    r1 = all(med["host"][m] <= med["shipped"][m] + 1 for m in METRICS)  # (the rule: `gate` is reported only)
+    r1 = all(med["host"][m] <= med["shipped"][m] + 1 for m in METRICS)
     print(f"R1 (the gate's fit on servetune's records, no figure worse by > 1): {'holds' if r1 else 'does NOT hold'}")
     print(f"R2 (every probe's fit trusted): {'holds' if all(trusted) else 'does NOT hold'} ({sum(trusted)} of "
           f"{len(trusted)})")

@@ -165,13 +165,3 @@ def test_the_command_warns_when_the_factors_cannot_model_the_run(tmp_path: Path)
     assert ok.returncode == 0 and "warning" not in ok.stderr
     assert off.returncode == 0 and "do not model this engine" in off.stderr and "host_factors" in off.stdout
 
-
-def test_the_command_says_when_the_calibration_already_fits(tmp_path: Path) -> None:
-    """Records of the calibrated host itself: the fit cannot halve the calibration's miss, and the command says that
-    no host factors are needed; a host that differs gets no such note."""
-    same, other = tmp_path / "same.parquet", tmp_path / "other.parquet"
-    write_records(same, 1.0, 1.0, n=100)
-    write_records(other, 0.5, 1.1, n=100)
-    kept, moved = (cli("--records", str(f), "--shape", "qwen3-1.7b", "--gpu", "H100") for f in (same, other))
-    assert kept.returncode == 0 and "no host_factors needed" in kept.stderr, kept.stderr
-    assert moved.returncode == 0 and "no host_factors needed" not in moved.stderr

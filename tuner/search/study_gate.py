@@ -225,13 +225,6 @@ class StudyGate:
                          "launch": fit.launch, "step": fit.step, "loss": fit.loss})
             return False
         self._host_tries = HOST_TRIES
-        if not fit.needed:  # the calibration already fits this host: keep it
-            self._write({**row, "kept": f"the calibration already fits this host: its ITL percentiles are "
-                         f"{fit.off_calibrated:.1%} off as shipped, {fit.off:.1%} at launch x{fit.launch:g}, step "
-                         f"x{fit.step:g} (a fit replaces it only where it halves the miss)",
-                         "launch": fit.launch, "step": fit.step, "loss": fit.loss,
-                         "loss_calibrated": fit.loss_calibrated, "requests": fit.requests})
-            return False
         self.calibration = apply_host(FITTED, fit.launch, fit.step)
         self._cache.clear()  # every prediction again, on this host
         if self._sim is not None:

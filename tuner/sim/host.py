@@ -45,9 +45,6 @@ LAUNCH_GRID = tuple(round(0.2 + 0.05 * i, 2) for i in range(27))  # 0.2 .. 1.5
 # after their probes: P99 TTFT 12.6 -> 8.6 %, P50 TPOT 3.0 -> 1.9 %, P99 ITL 2.4 -> 3.5 %; docs/sim.md)
 STEP_GRID = tuple(round(0.7 + 0.05 * i, 2) for i in range(19))
 MAX_OFF = 0.25  # a fit further off than this on average: the factors do not model the engine (HostFit.trusted)
-# the fit replaces the calibration only where it at least halves the probe's ITL miss (HostFit.needed): on a host the
-# calibration already matches, a fit only follows the probe's noise (benchmarks/sim_records_probe.py)
-MIN_GAIN = 0.5
 RULE_STEP_GRID = STEP_GRID[:13]  # 0.7 .. 1.3, the grid the checks' rules fixed (sim_host_probe.py, sim_fresh.py)
 
 
@@ -83,14 +80,6 @@ class HostFit:
     def off_calibrated(self) -> float:
         """The same for the calibration as shipped (both factors 1)."""
         return math.exp(self.loss_calibrated / len(QUANTILES)) - 1
-
-    @property
-    def needed(self) -> bool:
-        """Whether the host differs from the calibration: the fit at least halves the calibration's miss on the probe.
-        The 11 H100 probes whose factors helped (gpu-fresh, gpu-confirm) went from 9.7-53 % to 1.5-5.8 %; two servers
-        of a host the calibration matches (gpu-records) went from 7.3 / 9.9 % to 4.6 / 6.9 %, and their fitted
-        factors made the other runs' P99 TTFT and P99 ITL worse (benchmarks/sim_records_probe.py)."""
-        return self.off < MIN_GAIN * self.off_calibrated
 
     @property
     def trusted(self) -> bool:
@@ -218,9 +207,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"warning: at its best the simulator's ITL percentiles are still {fit.off:.0%} off this run's on average "
               f"(real probes: 2-10 %): check --shape, --gpu and --args; the factors below do not model this engine",
               file=sys.stderr)
-    elif not fit.needed:
-        print(f"note: the calibration already fits this run ({fit.off_calibrated:.0%} off as shipped, {fit.off:.0%} "
-              f"fitted): no host_factors needed; the fitted ones would only follow this run's noise", file=sys.stderr)
     print(f"sim:\n  gpu: {a.gpu}\n  host_factors: {{launch: {fit.launch:g}, step: {fit.step:g}}}")
     return 0
 
