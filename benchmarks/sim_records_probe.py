@@ -40,10 +40,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.sim_fidelity import SHORT, medians
-from tuner.load.records import Request, RequestRecord
+from tuner.load.records import RequestRecord
 from tuner.sim.calibration import FITTED
 from tuner.sim.cost import Calibration
-from tuner.sim.detailed import records_run
+from tuner.sim.detailed import bench_requests, records_run
 from tuner.sim.engine import SimulatedEngine
 from tuner.sim.host import apply_host, fit_host_run
 from tuner.sim.reference import METRICS, errors_pct, figures
@@ -65,27 +65,21 @@ def load(path: Path) -> list[RequestRecord]:
 
 
 def measured_figures(records: list[RequestRecord]) -> dict[str, float]:
-    """A run's figures from its records: the measured (non-warm-up) successes, ITL between socket reads."""
+    """A run's figures from its records (tuner.sim.reference.figures on the measured successes), with the ITL taken
+    between socket reads (tuner.sim.detailed.records_run, as `vllm bench serve` counts stream events)."""
     ok = [r for r in records if r.ok and not r.warmup]
-    run = records_run(ok)
-    ttft = np.array(run.ttfts) * 1e3
-    tpot = np.array([r.tpot_s for r in ok if r.tpot_s is not None]) * 1e3
-    itl = np.concatenate([np.asarray(x) for x in run.itls if len(x)]) * 1e3
-    dur = max(r.done_s for r in ok if r.done_s is not None) - min(r.sent_s for r in ok)
-    return {"output_throughput": sum(r.output_tokens for r in ok) / dur,
-            "p50_ttft_ms": float(np.percentile(ttft, 50)), "p99_ttft_ms": float(np.percentile(ttft, 99)),
-            "p50_tpot_ms": float(np.percentile(tpot, 50)), "p99_tpot_ms": float(np.percentile(tpot, 99)),
-            "p50_itl_ms": float(np.percentile(itl, 50)), "p99_itl_ms": float(np.percentile(itl, 99))}
+    out = figures(ok)
+    itl = np.concatenate([np.asarray(x) for x in records_run(ok).itls if len(x)]) * 1e3
+    out["p50_itl_ms"], out["p99_itl_ms"] = float(np.percentile(itl, 50)), float(np.percentile(itl, 99))
+    return out
 
 
 def simulated_figures(records: list[RequestRecord], shape: str, args: dict[str, Any], gpu: str,
                       cal: Calibration) -> dict[str, float]:
     """The simulator on the run's measured sends and lengths (as the gate replays a trial)."""
     run = records_run(records)
-    assert run.start_times is not None
-    reqs = [Request(i, run.start_times[i], run.input_lens[i], run.output_lens[i]) for i in range(len(run))]
     eng = SimulatedEngine(flavour="vllm", gpu=gpu, shape=shape, args=args, max_model_len=MAX_MODEL_LEN, calibration=cal)
-    return figures(eng.run(reqs))
+    return figures(eng.run(bench_requests(run, np.zeros(len(run)))))
 
 
 def gpu_of(root: Path) -> str:

@@ -36,7 +36,6 @@ class Stream:
 
     seq: Seq
     queue: asyncio.Queue[int] = field(default_factory=asyncio.Queue)
-    sent: int = 0  # tokens handed to the queue
     queued: int = 0  # tokens the engine produced for it, handed out at their output time
     ended: bool = False  # its end is queued too
     sent_s: float = 0.0
@@ -200,7 +199,6 @@ class LiveEngine:
                         st.first_s = vnow
                         self.ttfts.append(vnow - st.sent_s)
                     self.generation_tokens += k
-                    st.sent += k
                     st.queue.put_nowait(k)
                 if done:
                     st.queue.put_nowait(-1)
