@@ -44,6 +44,25 @@ def reset_cache(root: str) -> str:
         return f"reset failed: {exc}"
 
 
+def spec_counters(root: str) -> dict[str, float]:
+    """vLLM's speculative-decoding counters from /metrics (empty without speculation): drafts, draft and accepted
+    tokens, summed over label sets, so a rate's acceptance is the difference of two scrapes."""
+    try:
+        with urllib.request.urlopen(root + "/metrics", timeout=10) as r:
+            text = r.read().decode()
+    except Exception:  # noqa: BLE001 - no counters is a reading too
+        return {}
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith("vllm:spec_decode") and " " in line:
+            name = line.split("{")[0].split(" ")[0]
+            try:
+                out[name] = out.get(name, 0.0) + float(line.rsplit(" ", 1)[1])
+            except ValueError:
+                continue
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("url")
@@ -64,16 +83,22 @@ def main() -> int:
         if a.deadline is not None and time.time() + need > a.deadline:
             print(f"[client_rates] skip rate {rate:g}: {need:.0f} s left to run, past the deadline", flush=True)
             continue
-        note = reset_cache(a.url.rstrip("/").removesuffix("/v1"))
+        root = a.url.rstrip("/").removesuffix("/v1")
+        note = reset_cache(root)
+        before = spec_counters(root)
         t0 = time.time()
         recs = target.run(requests(rate, a.np, a.input, a.output, a.warmups, a.seed))
+        after = spec_counters(root)
         rows = [dataclasses.asdict(r) | {"token_times": list(r.token_times)} for r in recs]
         body = {"rate": rate, "np": a.np, "input": a.input, "output": a.output, "seed": a.seed, "warmups": a.warmups,
-                "client": target.last_client, "records": rows}
+                "client": target.last_client, "records": rows,
+                "spec_counters": {k: after[k] - before.get(k, 0.0) for k in after}}
         with gzip.open(a.out_dir / f"r{rate:g}.json.gz", "wt") as f:
             json.dump(body, f)
         ok = sum(1 for r in recs if r.ok and not r.warmup)
-        print(f"[client_rates] rate {rate:g}: {ok}/{a.np} ok in {time.time() - t0:.0f} s ({note})", flush=True)
+        spec = {k.removeprefix("vllm:spec_decode_"): round(v) for k, v in body["spec_counters"].items()}
+        print(f"[client_rates] rate {rate:g}: {ok}/{a.np} ok in {time.time() - t0:.0f} s ({note}) {spec or ''}",
+              flush=True)
     return 0
 
 
