@@ -23,6 +23,8 @@ S1, the speculative priors hold at the engine's acceptance: over the speculative
     <= 5 % and of P50 TPOT <= 10 %.
 S2, speculation is priced relative to no speculation: over the speculative runs, P50 TPOT's median |error| is at most
     5 points above b8's own judged runs' (the host fit's residual on the same machine).
+If the device time allows no b8 run (amended before any run, 2026-12-06 20:41, after nine refused machine starts), the
+shipped calibration is used without host factors and S2 is not judged.
 Reported either way, with the draft share; docs/sim.md says what held. ITL is printed, not judged (the engine hands a
 sequence's accepted tokens out in one chunk, the simulator spreads them over the step).
 
@@ -104,14 +106,15 @@ def main() -> None:
         ROOT = Path(sys.argv[1])
     gpu = gpu_of(ROOT)
     base = runs_of(PROBE)
-    if not base:
-        print("no probe runs measured")
-        return
-    probe, _ = load(base[0])
-    fit = fit_host_run(records_run(probe), SHAPE, gpu, SERVERS[PROBE], MAX_MODEL_LEN)
-    cal = apply_host(FITTED, fit.launch, fit.step)
-    print(f"host ({gpu}): probe {PROBE}/{base[0].name}, launch x{fit.launch:g} step x{fit.step:g}, {fit.off:.1%} off "
-          f"({'trusted' if fit.trusted else 'NOT trusted'}; {fit.off_calibrated:.1%} as shipped)", flush=True)
+    cal = FITTED
+    if base:
+        probe, _ = load(base[0])
+        fit = fit_host_run(records_run(probe), SHAPE, gpu, SERVERS[PROBE], MAX_MODEL_LEN)
+        cal = apply_host(FITTED, fit.launch, fit.step)
+        print(f"host ({gpu}): probe {PROBE}/{base[0].name}, launch x{fit.launch:g} step x{fit.step:g}, {fit.off:.1%} "
+              f"off ({'trusted' if fit.trusted else 'NOT trusted'}; {fit.off_calibrated:.1%} as shipped)", flush=True)
+    else:
+        print(f"host ({gpu}): no {PROBE} run, the shipped calibration without host factors", flush=True)
     judged: dict[str, list[dict[str, float]]] = {"base": [], "spec": []}
     for name, args in SERVERS.items():
         for path in runs_of(name):
@@ -138,8 +141,11 @@ def main() -> None:
     med = {lb: {m: float(np.median([r[m] for r in rows])) if rows else float("nan") for m in METRICS}
            for lb, rows in judged.items()}
     s1 = med["spec"]["output_throughput"] <= 5 and med["spec"]["p50_tpot_ms"] <= 10
-    s2 = med["spec"]["p50_tpot_ms"] <= med["base"]["p50_tpot_ms"] + 5
     print(f"S1 (tok/s <= 5 %, P50 TPOT <= 10 % at the engine's acceptance): {'holds' if s1 else 'does NOT hold'}")
+    if not judged["base"]:
+        print("S2 not judged: no run without speculation beside the probe")
+        return
+    s2 = med["spec"]["p50_tpot_ms"] <= med["base"]["p50_tpot_ms"] + 5
     print(f"S2 (P50 TPOT within 5 points of the no-speculation runs'): {'holds' if s2 else 'does NOT hold'}")
 
 
