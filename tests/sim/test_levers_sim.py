@@ -85,3 +85,28 @@ def test_server_face_parses_json_speculative_config() -> None:
     assert a.speculative_config["method"] == "dflash" and a.kv_cache_dtype == "fp8" and a.data_parallel_size == 2
     s = _parser("sglang").parse_args(["--model", "m", "--speculative-algorithm", "DFLASH", "--tp-size", "2"])
     assert s.speculative_algorithm == "DFLASH" and s.tensor_parallel_size == 2
+
+
+def test_ngram_speculation_runs_without_async_scheduling_when_sync_step_s_is_set() -> None:
+    """vLLM turns async scheduling off with n-gram drafting (its log says so; benchmarks/sim_spec_check.py): with
+    Calibration.sync_step_s the simulator adds that CPU time to every step and admits a request into the next step."""
+    from dataclasses import replace
+
+    from tuner.sim.calibration import FITTED
+
+    ngram = {"speculative_config": {"method": "ngram", "num_speculative_tokens": 3}}
+    fig = {"ngram": {"acceptance_length": 3.9, "at_tokens": 3}}
+    sync = replace(FITTED, sync_step_s=2e-3)
+    off, on = engine(ngram, speculative=fig), engine(ngram, speculative=fig, calibration=sync)
+    assert "async_scheduling" not in off.resolved and on.resolved["async_scheduling"] is False
+    reqs = [Request(i, i * 0.5, 1024, 256) for i in range(4)]  # one at a time: decode steps of one sequence
+    tpot = {}
+    for lb, eng in (("off", off), ("on", on)):
+        r = eng.run(reqs)[0]
+        tpot[lb] = (r.token_times[-1] - r.token_times[0]) / (r.output_tokens - 1)
+    # ~66 verify steps of 3.9 tokens, each 2 ms longer: ~0.5 ms more per token
+    assert 0.4e-3 < tpot["on"] - tpot["off"] < 0.6e-3, tpot
+    # without n-gram drafting the term does nothing
+    for args in ({}, DFLASH):
+        a, b = engine(args).run(reqs), engine(args, calibration=sync).run(reqs)
+        assert [x.token_times for x in a] == [x.token_times for x in b]
