@@ -23,7 +23,7 @@ S1, the speculative priors hold at the engine's acceptance: over the speculative
     <= 5 % and of P50 TPOT <= 10 %.
 S2, speculation is priced relative to no speculation: over the speculative runs, P50 TPOT's median |error| is at most
     5 points above b8's own judged runs' (the host fit's residual on the same machine).
-If the device time allows no b8 run (amended before any run, 2026-12-06 20:41, after nine refused machine starts), the
+If the device time allows no b8 run (amended before any run, 2026-12-06 20:41, after machine starts were refused for 40 minutes), the
 shipped calibration is used without host factors and S2 is not judged.
 Reported either way, with the draft share; docs/sim.md says what held. ITL is printed, not judged (the engine hands a
 sequence's accepted tokens out in one chunk, the simulator spreads them over the step).
