@@ -82,6 +82,11 @@ def simulated_figures(records: list[RequestRecord], shape: str, args: dict[str, 
     return figures(eng.run(bench_requests(run, np.zeros(len(run)))))
 
 
+def runs_of(root: Path, server: str) -> list[Path]:
+    """A server's runs (`<server>/r<RATE>.json.gz`), lowest rate first."""
+    return sorted(root.glob(f"{server}/r*.json.gz"), key=lambda p: float(p.name[1:].removesuffix(".json.gz")))
+
+
 def gpu_of(root: Path) -> str:
     txt = (root / "gpu.txt").read_text() if (root / "gpu.txt").exists() else ""
     return "H200" if "H200" in txt else "H100"
@@ -92,7 +97,7 @@ def main() -> None:
     pooled: dict[str, list[dict[str, float]]] = {"shipped": [], "host": []}
     trusted = []
     for name, (shape, args) in SERVERS.items():
-        runs = sorted(ROOT.glob(f"{name}/r*.json.gz"), key=lambda p: float(p.name[1:].removesuffix(".json.gz")))
+        runs = runs_of(ROOT, name)
         if len(runs) < 2:
             print(f"server {name}: {len(runs)} runs, not judged")
             continue

@@ -71,7 +71,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.sim_fidelity import SHORT, medians
-from benchmarks.sim_records_probe import MAX_MODEL_LEN, gpu_of, measured_figures
+from benchmarks.sim_records_probe import MAX_MODEL_LEN, gpu_of, measured_figures, runs_of
 from tuner.load.records import RequestRecord
 from tuner.sim.calibration import FITTED
 from tuner.sim.cost import Calibration
@@ -120,19 +120,17 @@ def simulated(records: list[RequestRecord], args: dict[str, Any], gpu: str, cal:
     return measured_figures(eng.run(bench_requests(run, np.zeros(len(run)))))
 
 
-def runs_of(name: str) -> list[Path]:
-    return sorted(ROOT.glob(f"{name}/r*.json.gz"), key=lambda p: float(p.name[1:].removesuffix(".json.gz")))
-
-
 def fit_sync(cal: Calibration, gpu: str) -> None:
     """Rule F1 (docstring): sync_step_s chosen on n3's runs by P50 TPOT, judged on n5's."""
-    def errs(name: str, c: Calibration) -> list[dict[str, float]]:
-        out = []
-        for path in runs_of(name):
+    runs: dict[str, list[tuple[list[RequestRecord], float, dict[str, float]]]] = {}  # read once: records, tau, real
+    for name in ("n3", "n5"):
+        runs[name] = []
+        for path in runs_of(ROOT, name):
             recs, counters = load(path)
-            out.append(errors_pct(simulated(recs, SERVERS[name], gpu, c, acceptance(recs, counters)[0]),
-                                  measured_figures(recs)))
-        return out
+            runs[name].append((recs, acceptance(recs, counters)[0], measured_figures(recs)))
+
+    def errs(name: str, c: Calibration) -> list[dict[str, float]]:
+        return [errors_pct(simulated(recs, SERVERS[name], gpu, c, tau), real) for recs, tau, real in runs[name]]
 
     grid = [round(0.1 * i, 1) for i in range(41)]  # ms; 0 = the form off
     loss = {v: float(np.median([e["p50_tpot_ms"] for e in errs("n3", replace(cal, sync_step_s=v * 1e-3))]))
@@ -157,7 +155,7 @@ def main() -> None:
     if args:  # another folder of the same layout (the smoke test on the simulator's own server)
         ROOT = Path(args[0])
     gpu = gpu_of(ROOT)
-    base = runs_of(PROBE)
+    base = runs_of(ROOT, PROBE)
     cal = FITTED
     if base:
         probe, _ = load(base[0])
@@ -172,7 +170,7 @@ def main() -> None:
         return
     judged: dict[str, list[dict[str, float]]] = {"base": [], "spec": []}
     for name, args in SERVERS.items():
-        for path in runs_of(name):
+        for path in runs_of(ROOT, name):
             if name == PROBE and path == base[0]:
                 continue
             recs, counters = load(path)
