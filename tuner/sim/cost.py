@@ -117,6 +117,8 @@ class StepCost:
         floor = spec.draft_layers * cal.w_floor_layer_s  # the weight-read floor of the draft's layers, per pass
         if spec.method == "ngram":
             self.d_fixed, self.d_seq, self.d_ctx = 0.0, DRAFT_NGRAM_S, 0.0
+        elif spec.method == "ngram_gpu":  # one lookup kernel over the batch, on the GPU
+            self.d_fixed, self.d_seq, self.d_ctx = DRAFT_PASS_S, 0.0, 0.0
         elif spec.method == "dflash":  # one pass: layers over the k+1 block, target lm_head over k drafts
             self.d_fixed = (lay + head) * w_t + floor + DRAFT_PASS_S
             self.d_seq = (lay * spec.width + head * spec.k) * lin_c

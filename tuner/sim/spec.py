@@ -13,7 +13,8 @@ scheduling off with n-gram drafting, and these costs alone read P50 TPOT ~30 % s
 that (fitted 1.9 ms a step on the H200) but is off as shipped, its held-out rule not met (docs/sim.md).
 
 Draft cost (per verify step, n decoding sequences; see StepCost.spec_draft_time):
-  ngram   CPU n-gram lookup, DRAFT_NGRAM_S per sequence;
+  ngram   CPU n-gram lookup, DRAFT_NGRAM_S per sequence (vLLM turns async scheduling off for it);
+  ngram_gpu  vLLM's n-gram lookup as one GPU kernel pass, DRAFT_PASS_S (async scheduling stays on);
   eagle3  k autoregressive passes of a `draft_layers`-layer head at the target's width plus its
           own lm_head over DRAFT_VOCAB_EAGLE3 tokens;
   mtp     like eagle3 with the target's full lm_head (the model's own MTP layer);
@@ -41,11 +42,12 @@ from tuner.trial.outcome import TrialOutcome
 # (tau, at k): mean tokens per verify step on real text, greedy. Sources in docs/sim.md ("Levers").
 DEFAULT_ACCEPTANCE: dict[str, tuple[float, int]] = {
     "ngram": (1.5, 3),  # prompt lookup: gains on copy-heavy text only (vLLM docs: "modest speedups")
+    "ngram_gpu": (1.5, 3),  # the same lookup as a GPU kernel (vLLM 0.26 has it): the same acceptance
     "eagle3": (2.9, 3),  # EAGLE-3 chain drafts on chat (MT-Bench-like) at k=3
     "mtp": (1.85, 1),  # DeepSeek-V3 report: second-token acceptance 85-90%
     "dflash": (5.0, 15),  # DFlash on Qwen3 targets, block 16: ~6-8 on math/code, lower on chat
 }
-DEFAULT_DRAFT_LAYERS = {"ngram": 0, "eagle3": 1, "mtp": 1, "dflash": 5}
+DEFAULT_DRAFT_LAYERS = {"ngram": 0, "ngram_gpu": 0, "eagle3": 1, "mtp": 1, "dflash": 5}
 DRAFT_VOCAB_EAGLE3 = 32000  # EAGLE-3 heads predict over a reduced draft vocabulary
 DRAFT_NGRAM_S = 5e-6  # per sequence per step, CPU (uncalibrated)
 DRAFT_PASS_S = 40e-6  # per draft forward pass: graph launch and sync (uncalibrated)
@@ -55,7 +57,7 @@ _SGLANG = {"NGRAM": "ngram", "EAGLE": "eagle3", "EAGLE3": "eagle3", "NEXTN": "mt
 
 @dataclass(frozen=True, slots=True)
 class SpecPlan:
-    method: str  # ngram | eagle3 | mtp | dflash
+    method: str  # ngram | ngram_gpu | eagle3 | mtp | dflash
     k: int  # draft tokens per verify step
     tau: float  # expected tokens per verify step (1 <= tau <= k + 1)
     draft_layers: int
@@ -125,7 +127,7 @@ def plan(flavour: str, cfg: dict[str, Any], methods: dict[str, dict[str, Any]] |
     a = acceptance_rate(tau_ref, k_ref)
     layers = given.get("draft_layers")
     layers = DEFAULT_DRAFT_LAYERS[method] if layers is None else int(layers)
-    passes = 0 if method == "ngram" else (passes_hint or k) if method in AUTOREGRESSIVE else 1
+    passes = 0 if method == "ngram" else (passes_hint or k) if method in AUTOREGRESSIVE else 1  # ngram_gpu: 1
     schedule = None if per_bs is None else dense_schedule(per_bs, int(cfg.get("max_num_seqs") or 1), k)
     return SpecPlan(method, k, expected_tokens(a, k), layers, passes, schedule)
 

@@ -16,7 +16,7 @@ from tuner.spec.strict import Strict
 
 Scalar = int | float | str | bool
 OutputClass = Literal["fp8_weights", "fp8_kv_cache", "speculative_decoding"]
-SpecMethodName = Literal["ngram", "eagle3", "dflash", "mtp"]  # study.speculative.methods keys
+SpecMethodName = Literal["ngram", "ngram_gpu", "eagle3", "dflash", "mtp"]  # study.speculative.methods keys
 # An engine argument (snake_case), or a field of a structured one (speculative_config.method): the --flag is
 # made from it, so a name like "x --trust-remote-code" would smuggle a flag into the engine's argv.
 ARG_NAME = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$")

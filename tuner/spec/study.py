@@ -19,7 +19,7 @@ from tuner.spec.workload import Workload
 
 # Classes of knobs that can change a model's outputs; a study opts into each one (`allow:`).
 OutputClass = Literal["fp8_weights", "fp8_kv_cache", "speculative_decoding"]
-SpecMethodName = Literal["ngram", "eagle3", "dflash", "mtp"]
+SpecMethodName = Literal["ngram", "ngram_gpu", "eagle3", "dflash", "mtp"]
 
 class ModelSpec(Strict):
     name: str = Field(min_length=1)  # local path or hub id passed to the engine
