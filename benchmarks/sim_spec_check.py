@@ -171,9 +171,9 @@ def fit_sync(cal: Calibration, gpu: str) -> None:
 
 def main() -> None:
     global ROOT
-    args = [a for a in sys.argv[1:] if a != "--fit"]
-    if args:  # another folder of the same layout (the smoke test on the simulator's own server)
-        ROOT = Path(args[0])
+    folders = [a for a in sys.argv[1:] if a != "--fit"]
+    if folders:  # another folder of the same layout (the smoke test on the simulator's own server, a second run)
+        ROOT = Path(folders[0])
     gpu = gpu_of(ROOT)
     base = runs_of(ROOT, PROBE)
     cal = FITTED
