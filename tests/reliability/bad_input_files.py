@@ -163,7 +163,7 @@ CASES += [
          "{tmp}/space.yaml: params.speculative_config.method: draft_arg 'x --trust-remote-code' is not an engine argument name | fix: write a snake_case name like speculative_config.model (servetune makes the --flag from it)"),
     Case("space-choice-needs-unknown", "choice_needs naming a speculative method that does not exist (the choice was never offered)",
          (space_edit(param("speculative_config.method", choice_needs={"eagle3": "eagle9"})),),
-         "{tmp}/space.yaml: params.speculative_config.method.choice_needs.eagle3: Input should be 'ngram', 'eagle3', 'dflash' or 'mtp' | fix: use one of the allowed values"),
+         "{tmp}/space.yaml: params.speculative_config.method.choice_needs.eagle3: Input should be 'ngram', 'ngram_gpu', 'eagle3', 'dflash' or 'mtp' | fix: use one of the allowed values"),
     Case("space-choice-wrong-kind", "a text choice among numbers in a space file (named args.block_size)",
          (space_edit(param("block_size", choices=[16, "a"])),),
          "search_space.file params.block_size: block_size='a' must be int (with block_size=a) | fix: give a int value"),
