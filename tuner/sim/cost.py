@@ -115,6 +115,7 @@ class StepCost:
         w_t = nbytes / tp / (bw * cal.e_w)
         ctx = spec.draft_layers / shape.layers  # draft KV per context token, relative to the target's
         floor = spec.draft_layers * cal.w_floor_layer_s  # the weight-read floor of the draft's layers, per pass
+        self.d_step = cal.spec_step_s  # vLLM's fixed cost of a verify step (SGLang: 0, tuner/sim/sglang_cost.py)
         if spec.method == "ngram":
             self.d_fixed, self.d_seq, self.d_ctx = 0.0, DRAFT_NGRAM_S, 0.0
         elif spec.method == "ngram_gpu":  # one lookup kernel over the batch, on the GPU
@@ -136,7 +137,7 @@ class StepCost:
         """Drafting for n sequences with `ctx` context tokens in all (weights read once per pass)."""
         if n <= 0:
             return 0.0
-        return max(self.d_fixed, n * self.d_seq) + ctx * self.d_ctx
+        return self.d_step + max(self.d_fixed, n * self.d_seq) + ctx * self.d_ctx
 
     def weights_time(self, tokens: int) -> float:
         if self.t_moe_w:

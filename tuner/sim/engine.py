@@ -8,7 +8,6 @@ import random
 from bisect import insort
 from collections import deque
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -65,11 +64,6 @@ class SimulatedEngine:
         methods = {k: dict(v) for k, v in (speculative or {}).items()}
         self.spec = spec_plan(flavour, cfg, methods)
         draft_layers = self.spec.draft_layers if self.spec else 0
-        # vLLM turns async scheduling off with n-gram speculation: a request that arrives during a step joins the
-        # next one, and the engine core's CPU work per step (sync_step_s) no longer hides under the GPU's
-        sync = flavour == "vllm" and self.spec is not None and self.spec.method == "ngram" and self.cal.sync_step_s > 0
-        if sync:
-            self.cal = replace(self.cal, o_step_s=self.cal.o_step_s + self.cal.sync_step_s, sched_ahead=0)
         prec: dict[str, Any] = {"fp8_weights": fp8_w, "fp8_kv": fp8_kv, "draft_layers": draft_layers}
         # SGLang's overlap scheduler admits a request one step later, as vLLM's async scheduling does
         self.sglang_overlap = flavour != "vllm" and sglang_terms is not None and bool(sglang_terms.overlap)
@@ -114,8 +108,6 @@ class SimulatedEngine:
             "cuda_graph_gib": round(plan.cuda_graph_gib, 3),
             "kv_cache_gib": round(plan.kv_gib, 3),
         }
-        if sync:
-            self.resolved["async_scheduling"] = False
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Pickled as its construction arguments (the compiled class, tuner/sim/native.py, has no __dict__)."""

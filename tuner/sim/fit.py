@@ -111,11 +111,11 @@ class Calibration:
     # heads at a time, so more query rows per byte read keep it further from the bandwidth roofline. e_kv is fitted on
     # Qwen3-8B (g = 4), which this leaves unchanged (benchmarks/sim_kv_group.py)
     kv_group_exp: float = 0.0
-    # vLLM with n-gram speculation, which turns async scheduling off (its CPU proposer needs the sampled ids): the
-    # engine core's CPU work per step runs after the GPU's instead of beside it, so every step costs this much more
-    # (fitted on real ngram runs at k = 3 on the H200, benchmarks/sim_spec_check.py --fit; 0 = off: async as
-    # without speculation)
-    sync_step_s: float = 0.0
+    # vLLM speculative decoding, any drafter: a fixed time per verify step (rejection sampling, the drafts' bookkeeping)
+    # beyond the target's k+1-token step and the drafter's own cost (0 = off). Real n-gram runs at the engine's own
+    # acceptance read the verify steps ~25 % longer than those terms alike with the CPU drafter (async scheduling off)
+    # and the GPU one (async on): the same P50 TPOT on one H100 (benchmarks/sim_spec_check.py, docs/sim.md)
+    spec_step_s: float = 0.0
     jitter_seed: int = 0  # which draw of those (not fitted: benchmarks check that a choice holds on other draws)
     # the API server's time for one request before the engine sees it (HTTP, tokenising, the hop to the engine
     # core): fixed + per prompt token (0 = off), served one request at a time in send order. Measured on the H200,
