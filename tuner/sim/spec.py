@@ -8,9 +8,10 @@ gives the mean acceptance length tau at some k per method (study.speculative.met
 rejected work. Without a study figure the defaults below are used: they come from published reports
 on real text and greedy sampling, are NOT calibrated on servetune's own runs, and real acceptance
 depends on the text (with random weights or random-token prompts it is about 1: no gain, all cost).
-Measured on real vLLM 0.26 n-gram runs at the engine's own acceptance (benchmarks/sim_spec_check.py): vLLM turns async
-scheduling off with n-gram drafting, and these costs alone read P50 TPOT ~30 % short; Calibration.sync_step_s models
-that (fitted 1.9 ms a step on the H200) but is off as shipped, its held-out rule not met (docs/sim.md).
+Measured on real vLLM 0.26 n-gram runs at the engine's own acceptance (benchmarks/sim_spec_check.py, docs/sim.md):
+these costs read P50 TPOT ~25 % short with the CPU drafter (async scheduling off) and the GPU one (on) alike;
+Calibration.spec_step_s (a fixed time per verify step, 1.9 ms fitted on the H200) brings that within ~4 % but is off
+as shipped: its held-out rule was not met (P99 TPOT stayed 15 % short).
 
 Draft cost (per verify step, n decoding sequences; see StepCost.spec_draft_time):
   ngram   CPU n-gram lookup, DRAFT_NGRAM_S per sequence (vLLM turns async scheduling off for it);
