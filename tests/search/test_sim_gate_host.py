@@ -91,6 +91,24 @@ def test_records_that_cannot_pin_the_factors_are_skipped_with_the_reason(tmp_pat
     assert [r["launch"] for r in _fits(tmp_path)] == [0.5]
 
 
+@pytest.mark.parametrize("args", [{"speculative_config": {"method": "ngram", "num_speculative_tokens": 3}},
+                                  {"speculative_config": {"method": "ngram_gpu", "num_speculative_tokens": 5}}])
+def test_a_speculative_trial_does_not_probe_the_host(tmp_path: Path, args: dict[str, Any]) -> None:
+    """Real n-gram runs read the verify step ~25 % longer than the simulator prices it (docs/sim.md): a host fit on such
+    a trial would carry that into every prediction. It is skipped, without using up a try: HOST_TRIES speculative
+    trials in a row still leave the next plain one to probe the host."""
+    gate = StudyGate(_study(), build_space(_study()), out=tmp_path)
+    for number in range(4):
+        _, reason, prediction = gate.judge("vllm", args, None, baseline=True)
+        gate.note(number, reason, prediction)
+        gate.observe(number, TrialReport(TrialOutcome.OK, objective=900.0, capacity=3.0,
+                                         records_path=str(_measured(tmp_path / f"spec{number}.parquet"))), "vllm", args)
+    host = [r for r in _rows(tmp_path) if r["event"] == "host"]
+    assert gate.calibration is None and len(host) == 4 and all("speculative decoding" in r["skipped"] for r in host)
+    _measure(gate, _measured(tmp_path / "plain.parquet"), number=4)
+    assert [(r["number"], r["launch"]) for r in _fits(tmp_path)] == [(4, 0.5)]
+
+
 @pytest.mark.parametrize(("step", "n", "says"), [(3.0, 120, "the two factors do not model this engine"),
                                                  (1.1, 30, "only 30 measured requests")])
 def test_a_fit_the_factors_cannot_trust_is_skipped(tmp_path: Path, step: float, n: int, says: str) -> None:

@@ -30,6 +30,7 @@ from tuner.search.sim_gate import SimGate
 from tuner.search.space import Space
 from tuner.sim.calibration import FITTED
 from tuner.sim.host import host_calibration
+from tuner.spec.levers import labels
 from tuner.spec.sla import max_violation
 from tuner.spec.study import Study
 from tuner.trial.outcome import TrialOutcome
@@ -198,13 +199,18 @@ class StudyGate:
         from now on; False (and a line in sim_gate.jsonl saying why) where the records cannot pin them."""
         from tuner.sim.host import apply_host, fit_host_run, load_run
 
-        self._host_tries += 1
         row: dict[str, Any] = {"event": "host", "number": number}
         flavour = self.space.engines[engine].flavour
         if flavour != "vllm":
             self._host_tries = HOST_TRIES
             self._write({**row, "skipped": f"the host probe models vLLM's launch, not {flavour}'s"})
             return False
+        if "speculative_decoding" in labels(args):  # not a try: the next trial without it probes the host
+            self._write({**row, "skipped": "the trial runs speculative decoding: its step times carry the text's "
+                                           "acceptance and the verify step's cost (uncalibrated, docs/sim.md), "
+                                           "not the host's; a trial without it probes the host"})
+            return False
+        self._host_tries += 1
         try:
             from tuner.sim import shape_for
 
