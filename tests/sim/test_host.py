@@ -73,6 +73,8 @@ def test_the_command_prints_a_study_block_the_study_accepts(tmp_path: Path) -> N
     (["--bench", "/dev/null", "--shape", "qwen3-8b", "--gpu", "Z9"], "unknown GPU"),
     (["--bench", "/dev/null", "--shape", "qwen3-8b", "--gpu", "H100", "--args", "[1]"], "JSON object"),
     (["--bench", "/dev/null", "--shape", "qwen3-8b", "--gpu", "H100", "--args", "{x"], "not JSON"),
+    (["--bench", "/dev/null", "--shape", "qwen3-8b", "--gpu", "H100", "--args",
+      '{"speculative_config": {"method": "ngram", "num_speculative_tokens": 3}}'], "cannot probe the host"),
 ])
 def test_bad_input_exits_2_with_a_reason(args: list[str], says: str) -> None:
     out = cli(*args)

@@ -195,6 +195,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return fail(f"--args is not JSON ({exc}) | fix: e.g. --args '{{\"max_num_seqs\": 128}}'")
     if not isinstance(args, dict):
         return fail("--args must be a JSON object | fix: e.g. --args '{\"max_num_seqs\": 128}'")
+    if args.get("speculative_config") or args.get("speculative_algorithm"):
+        return fail("--args: a run with speculative decoding cannot probe the host: its step times carry the text's "
+                    "acceptance and a verify-step cost the simulator does not calibrate (docs/sim.md) | fix: measure "
+                    "the probe run without speculative_config")
     where = f"--bench {a.bench}" if a.bench is not None else f"--records {a.records}"
     try:
         run = load_run(a.bench, a.records)
