@@ -40,7 +40,7 @@ after the GPU's, not beside it.
 
 The form, then its fit (rule F1 committed before the fit ran): with n-gram speculation (vLLM flavour) the simulator
 runs without async scheduling (a request that arrives during a step joins the next one: no `sched_ahead`) and every
-step costs `Calibration.sync_step_s` more (the per-step CPU work the engine no longer hides). `--fit` chooses
+step costs `Calibration.sync_step_s` more (the per-step CPU work the engine no longer hides). `--fit` (as of 75b5c1d) chose
 sync_step_s on a 0.1 ms grid (0-4 ms) by the median |error| of P50 TPOT over n3's three runs (k = 3) with b8's host
 factors, and judges it on n5's three runs (k = 5, held out):
 F1: on n5, the median |error| of P50 TPOT and P99 TPOT <= 10 %, tok/s <= 5 %, and P50 / P99 TTFT's not worse than
