@@ -77,6 +77,9 @@ simulator misses both by ~25 %: async scheduling is not what the miss is (so the
 removed: its premise does not hold; sim_spec_fit.txt is its output as of 75b5c1d). What is left is the verify step
 itself: its interval between stream events is ~1.9 ms longer on the engine than in the simulator on both machines
 (H100 n3 @2: 8.9 against 7.0 ms; H200 n3 @2: 7.2 against 5.5).
+ngram_gpu's servers ran every request, but it was NOT added to the search space as planned above: at the same
+acceptance it was no faster than ngram and its first token came ~12 ms later (P50 TTFT 48.9 against 36.6 ms at 2 req/s);
+the simulator and a study's `speculative.methods` accept it.
 
 Third, rule F2 (committed before its fit, 2026-12-07): the form `Calibration.spec_step_s`, a fixed time per vLLM verify
 step whatever the drafter (rejection sampling and the drafts' bookkeeping), async scheduling and admission unchanged.
