@@ -35,6 +35,19 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def free_ports(n: int) -> list[int]:
+    """n distinct free ports: all bound at once, so the OS cannot hand the same one out twice (picked one by one, a
+    port freed by the first bind can come back: Ray then refuses two components on one port)."""
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
 @dataclass
 class RayHead:
     """A running head: `dashboard_url` for `ray job submit --address`, `client_env` to authenticate."""
@@ -106,7 +119,24 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
-def start_head(num_cpus: int = 2, num_gpus: int = 4, timeout_s: float = 120) -> RayHead:
+PORT_NAMES = ("port", "dashboard-port", "dashboard-agent-listen-port", "dashboard-agent-grpc-port",
+              "metrics-export-port", "ray-client-server-port", "runtime-env-agent-port")
+PORT_CLASH = ("is trying to use a port number", "already in use")  # ray start's words when a chosen port was taken
+
+
+def start_head(num_cpus: int = 2, num_gpus: int = 4, timeout_s: float = 120, attempts: int = 3) -> RayHead:
+    """`ray start --head --block` with token auth; a start that fails because another process took one of its free
+    ports between the choice and Ray's bind is tried again on new ports (other Ray clusters may run here)."""
+    for attempt in range(attempts):
+        try:
+            return _start_head(num_cpus, num_gpus, timeout_s)
+        except RuntimeError as exc:
+            if attempt + 1 == attempts or not any(w in str(exc) for w in PORT_CLASH):
+                raise
+    raise AssertionError("unreachable")
+
+
+def _start_head(num_cpus: int, num_gpus: int, timeout_s: float) -> RayHead:
     """`ray start --head --block` with token auth (RAY_AUTH_MODE=token, token file via RAY_AUTH_TOKEN_PATH)."""
     root = Path(tempfile.mkdtemp(prefix="rh", dir="/tmp"))  # short: Ray's socket paths must stay < 108 chars
     home = root / "home"
@@ -118,9 +148,7 @@ def start_head(num_cpus: int = 2, num_gpus: int = 4, timeout_s: float = 120) -> 
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
     env.update(HOME=str(home), PATH=f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}", RAY_AUTH_MODE="token",
                RAY_AUTH_TOKEN_PATH=str(token_path), RAY_USAGE_STATS_ENABLED="0", PYTHONUNBUFFERED="1")
-    ports = {name: free_port() for name in ("port", "dashboard-port", "dashboard-agent-listen-port",
-                                            "dashboard-agent-grpc-port", "metrics-export-port",
-                                            "ray-client-server-port", "runtime-env-agent-port")}
+    ports = dict(zip(PORT_NAMES, free_ports(len(PORT_NAMES)), strict=True))
     argv = [str(VENV_BIN / "ray"), "start", "--head", "--block", f"--num-cpus={num_cpus}",
             f"--num-gpus={num_gpus}", f"--temp-dir={root / 'r'}", "--include-dashboard=true",
             "--dashboard-host=127.0.0.1", "--node-ip-address=127.0.0.1", "--disable-usage-stats",
