@@ -115,7 +115,7 @@ from tuner.sim.calibration import FITTED
 from tuner.sim.cost import Calibration
 from tuner.sim.detailed import bench_requests, records_run
 from tuner.sim.engine import SimulatedEngine
-from tuner.sim.host import apply_host, fit_host_run
+from tuner.sim.host import HostFit, apply_host, fit_host_run
 from tuner.sim.reference import METRICS, errors_pct
 
 ROOT = Path(__file__).resolve().parent / "results" / "gpu-spec"
@@ -161,22 +161,22 @@ def simulated(records: list[RequestRecord], args: dict[str, Any], gpu: str, cal:
     return measured_figures(eng.run(bench_requests(run, np.zeros(len(run)))))
 
 
-def host_cal(root: Path) -> tuple[Calibration, str]:
-    """The shipped calibration with the host factors fitted on `root`'s b8 lowest-rate run, and its GPU."""
-    gpu = gpu_of(root)
+def host_fit(root: Path) -> HostFit:
+    """The host factors fitted on `root`'s b8 lowest-rate run (the gate's path, tuner.sim.host)."""
     probe, _ = load(runs_of(root, PROBE)[0])
-    fit = fit_host_run(records_run(probe), SHAPE, gpu, SERVERS[PROBE], MAX_MODEL_LEN)
-    return apply_host(FITTED, fit.launch, fit.step), gpu
+    return fit_host_run(records_run(probe), SHAPE, gpu_of(root), SERVERS[PROBE], MAX_MODEL_LEN)
 
 
-def fit_spec_step() -> None:
+def fit_spec_step(fits: dict[Path, HostFit]) -> None:
     """Rule F2 (docstring): spec_step_s chosen on the H200's n3 runs by P50 TPOT, judged on the H200's n5 and the
-    H100's g3 and n3, each machine with its own b8 host factors."""
+    H100's g3 and n3, each machine with its own b8 host factors (`fits`: those already fitted, by folder)."""
     h200, h100 = ROOT.parent / "gpu-spec", ROOT.parent / "gpu-spec-gpu"
     # per run, read once: its server, records, the engine's tau and figures, and its machine's calibration and GPU
     runs: dict[str, list[tuple[str, list[RequestRecord], float, dict[str, float], Calibration, str]]] = {}
     for key, root, name in (("fit", h200, "n3"), ("held", h200, "n5"), ("held", h100, "g3"), ("held", h100, "n3")):
-        cal, gpu = host_cal(root)
+        if root not in fits:  # one host fit per machine
+            fits[root] = host_fit(root)
+        cal, gpu = apply_host(FITTED, fits[root].launch, fits[root].step), gpu_of(root)
         for path in runs_of(root, name):
             recs, counters = load(path)
             runs.setdefault(key, []).append((name, recs, acceptance(recs, counters)[0], measured_figures(recs), cal, gpu))
@@ -211,16 +211,16 @@ def main() -> None:
     gpu = gpu_of(ROOT)
     base = runs_of(ROOT, PROBE)
     cal = FITTED
+    fits: dict[Path, HostFit] = {}
     if base:
-        probe, _ = load(base[0])
-        fit = fit_host_run(records_run(probe), SHAPE, gpu, SERVERS[PROBE], MAX_MODEL_LEN)
+        fit = fits[ROOT] = host_fit(ROOT)
         cal = apply_host(FITTED, fit.launch, fit.step)
         print(f"host ({gpu}): probe {PROBE}/{base[0].name}, launch x{fit.launch:g} step x{fit.step:g}, {fit.off:.1%} "
               f"off ({'trusted' if fit.trusted else 'NOT trusted'}; {fit.off_calibrated:.1%} as shipped)", flush=True)
     else:
         print(f"host ({gpu}): no {PROBE} run, the shipped calibration without host factors", flush=True)
     if "--fit" in sys.argv:
-        fit_spec_step()
+        fit_spec_step(fits)
         return
     judged: dict[str, list[dict[str, float]]] = {"base": [], "spec": [], "gpu": []}
     seen: dict[tuple[str, str], tuple[float, float]] = {}  # (server, rate file) -> (tau, the engine's P50 TPOT)
