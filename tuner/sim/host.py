@@ -168,6 +168,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from tuner.common.errors import SpecError
     from tuner.common.prog import prog
     from tuner.sim.catalog import get_gpu, get_shape
+    from tuner.spec.levers import labels
 
     ap = argparse.ArgumentParser(prog=prog("host"), description=__doc__.splitlines()[0])
     src = ap.add_mutually_exclusive_group(required=True)
@@ -195,7 +196,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return fail(f"--args is not JSON ({exc}) | fix: e.g. --args '{{\"max_num_seqs\": 128}}'")
     if not isinstance(args, dict):
         return fail("--args must be a JSON object | fix: e.g. --args '{\"max_num_seqs\": 128}'")
-    if args.get("speculative_config") or args.get("speculative_algorithm"):
+    if "speculative_decoding" in labels(args):  # as the simulator gate decides (tuner/search/study_gate.py)
         return fail("--args: a run with speculative decoding cannot probe the host: its step times carry the text's "
                     "acceptance and a verify-step cost the simulator does not calibrate (docs/sim.md) | fix: measure "
                     "the probe run without speculative_config")
