@@ -34,13 +34,13 @@ if [ $RC -eq 0 ]; then
       *) echo "error: WORKLOADS: unknown workload '$W' | fix: use random and/or dynamic" >&2; continue ;;
     esac
     SUF=$([ "$W" = random ] && echo "" || echo "_$W")
-    echo "$W start $(date -u +%FT%T)" >> "$O/phases.txt"
+    echo "$W start $(date -u +%FT%T) local $(date '+%F %T')" >> "$O/phases.txt"
     PYTHONPATH=$SS:$PWD timeout $((DEADLINE - $(date +%s) - 20)) python3 -m tuner.bench \
       --url "http://127.0.0.1:$PORT" --model qwen3-8b-dummy "${DATA[@]}" --prompt token_ids --rate "${RATE:-6}" \
       --requests "${NP:-300}" --warmup 8 --seed 0 --metrics-prefix sglang: --no-progress --save-detailed \
       --output "$O/bench$SUF" > "$O/bench$SUF.log" 2>&1
     echo "bench $W rc=$?"; tail -25 "$O/bench$SUF.log"
-    echo "$W end $(date -u +%FT%T)" >> "$O/phases.txt"
+    echo "$W end $(date -u +%FT%T) local $(date '+%F %T')" >> "$O/phases.txt"
   done
 else
   tail -30 "$O/server.log"
@@ -49,6 +49,8 @@ kill -TERM -- -$SPID 2>/dev/null
 for _ in $(seq 1 40); do kill -0 $SPID 2>/dev/null || break; sleep 0.5; done
 kill -KILL -- -$SPID 2>/dev/null
 for _ in $(seq 1 30); do pgrep -f sglang.launch_server >/dev/null || break; sleep 1; done
+grep -E "Prefill batch|Decode batch" "$O/server.log" | gzip > "$O/batches.log.gz"
+grep -m1 -o "server_args=.*" "$O/server.log" | gzip > "$O/server_args.txt.gz"
 grep -c "Decode batch" "$O/server.log" | sed "s/^/$NAME decode_batch_lines=/"
 grep "Decode batch" "$O/server.log" | tail -3 | cut -c1-260
 echo "== $NAME done in $(( $(date +%s) - T_SCRIPT )) s"

@@ -1,0 +1,134 @@
+"""Is SGLang's extra decode-step time a property of the workload, of the launch's context length, or of the host?
+(issue 17; a diagnostic: it fits nothing into the calibration by itself).
+
+The committed SGLang step (tuner/sim/calibration.py SGLANG_FITTED) carries `step_extra_s` = 2.54 ms, fitted on the
+decode log of servetune's dynamic-mix studies; on the 2048/512 rate sweep and on the round-7 flag runs the same
+regression gives ~0.3-0.9 ms, and the sim reads the sweep's P50 TPOT ~38 % too slow (docs/sim.md, SGLang). Three
+things differ between those sets: the workload (the seeds' dynamic mix against random 2048/512), the launch's context
+length (the studies pass `max_model_len: 16384` -> `--context-length 16384`; the sweep and the flag runs left it at the
+model's 40,960), and the host (each set ran on another H200 machine). The flags (sampling backend, metrics) and the
+client were ruled out in round 7.
+
+The runs (`benchmarks/reference/h200-sglang-0.5.17-workload/`, README there): on ONE machine, two SGLang 0.5.17
+servers one after the other, triton attention, `--enable-metrics` (servetune's launch), dummy Qwen3-8B weights, each
+driven by servetune's client at 6 req/s (Poisson, seed 0) first with the sweep's workload (random 2048/512), then
+with the studies' dynamic mix: `ctx16k` with `--context-length 16384` (the studies' launch) and `ctxdef` without
+it (the sweep's). Per server and workload phase, the clean decode intervals of the server's log (as
+benchmarks/calibrate_sglang.py reads them) give r = the median residual over the committed SGLang step without
+`step_extra_s`, in ms (studies 1.99, sweep 0.33 in benchmarks/results/sim/sglang_step_forms.txt).
+
+RULE (fixed and committed before the runs; each phase needs >= 15 clean intervals to count):
+  W (workload)  on every server, r(dynamic) - r(random) >= 1.0 ms.
+  C (context)   on every workload, r(ctx16k) - r(ctxdef) >= 1.0 ms.
+  H (host)      neither W nor C, and every phase's r within 0.7 ms of every other: the gap is the hosts'.
+                Then: all r <= 0.8 ms says the studies' hosts were slow; all r >= 1.5 ms the sweep's was fast.
+  otherwise     undecided (both, or neither cleanly).
+What follows (also fixed now): W or C -> a form for SGLang's step keyed to what was found, fitted on these runs'
+decode intervals only and judged on the older sets (studies, sweep, flag runs) it never saw; it ships only if
+sim_fidelity's sglang-sweep P50 TPOT median error drops by >= 10 points and no SGLang study point's P50 or P99 TPOT
+error exceeds 10 %, with every vLLM row unchanged. H -> the calibration stays; SGLang's per-step time is a host term,
+documented as such (what `servetune host` measures on the user's machine).
+
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/sglang_workload_host.py
+
+Output: benchmarks/results/sim/sglang_workload_host.txt.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import re
+import sys
+from datetime import datetime
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import calibrate_sglang as cs  # noqa: E402
+
+from tuner.sim.calibration import SGLANG_FITTED  # noqa: E402
+
+DATA = ROOT / "benchmarks/reference/h200-sglang-0.5.17-workload"
+SERVERS = ("ctx16k", "ctxdef")
+WORKLOADS = ("random", "dynamic")
+MIN_INTERVALS = 15
+STAMP = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)")
+Sample = tuple[float, float, float]
+
+
+def phases(folder: Path) -> dict[str, tuple[datetime, datetime]]:
+    """phases.txt: `WORKLOAD start|end UTC local YYYY-MM-DD HH:MM:SS` (the host clock the server log uses)."""
+    marks: dict[tuple[str, str], datetime] = {}
+    for line in (folder / "phases.txt").read_text().splitlines():
+        parts = line.split()
+        if len(parts) >= 6 and parts[3] == "local":
+            marks[(parts[0], parts[1])] = datetime.fromisoformat(f"{parts[4]} {parts[5]}")
+    return {w: (marks[(w, "start")], marks[(w, "end")]) for w in WORKLOADS if (w, "start") in marks
+            and (w, "end") in marks}
+
+
+def phase_samples(folder: Path) -> dict[str, list[Sample]]:
+    """The server log's clean decode intervals, split by the client's phases (host-clock seconds)."""
+    with gzip.open(folder / "batches.log.gz", "rt", errors="replace") as f:
+        lines = f.read().splitlines()
+    out: dict[str, list[Sample]] = {}
+    for w, (t0, t1) in phases(folder).items():
+        inside = [ln for ln in lines if (m := STAMP.match(ln)) and t0 <= datetime.fromisoformat(m[1]) <= t1]
+        out[w] = cs.decode_lines(inside, "")[0]
+    return out
+
+
+def residual_ms(samples: list[Sample]) -> float:
+    eng = cs.engine(cs.TRITON_BF16, dataclasses.replace(SGLANG_FITTED, step_extra_s=0.0))
+    a = np.array(samples)
+    return float(np.median(a[:, 2] - cs.predicted(eng, samples)) * 1e3)
+
+
+def verdict(r: dict[tuple[str, str], float]) -> str:
+    w = all(r[(s, "dynamic")] - r[(s, "random")] >= 1.0 for s in SERVERS)
+    c = all(r[("ctx16k", x)] - r[("ctxdef", x)] >= 1.0 for x in WORKLOADS)
+    if w and c:
+        return "undecided (W and C both hold)"
+    if w:
+        return "W: the workload"
+    if c:
+        return "C: the context length"
+    vals = list(r.values())
+    if max(vals) - min(vals) <= 0.7:
+        side = ("the studies' hosts were slow" if max(vals) <= 0.8 else "the sweep's host was fast"
+                if min(vals) >= 1.5 else "between the two")
+        return f"H: the host ({side})"
+    return "undecided (neither W, C nor H)"
+
+
+def main() -> None:
+    r: dict[tuple[str, str], float] = {}
+    print("phase            n   batch  ctx/seq  step ms  residual ms (over the committed step without step_extra_s)")
+    for s in SERVERS:
+        got = phase_samples(DATA / s)
+        for w in WORKLOADS:
+            samples = got.get(w, [])
+            if len(samples) < MIN_INTERVALS:
+                print(f"{s:7s} {w:8s} {len(samples):3d}  too few clean intervals: not counted")
+                continue
+            a = np.array(samples)
+            r[(s, w)] = residual_ms(samples)
+            print(f"{s:7s} {w:8s} {len(a):3d} {np.median(a[:, 0]):6.1f} {np.median(a[:, 1] / a[:, 0]):8.0f} "
+                  f"{np.median(a[:, 2]) * 1e3:8.2f} {r[(s, w)]:8.2f}")
+    if len(r) < len(SERVERS) * len(WORKLOADS):
+        print("verdict: not decided (a phase is missing)")
+        return
+    for s in SERVERS:
+        print(f"W on {s}: r(dynamic) - r(random) = {r[(s, 'dynamic')] - r[(s, 'random')]:+.2f} ms")
+    for w in WORKLOADS:
+        print(f"C on {w}: r(ctx16k) - r(ctxdef) = {r[('ctx16k', w)] - r[('ctxdef', w)]:+.2f} ms")
+    print(f"verdict: {verdict(r)}")
+
+
+if __name__ == "__main__":
+    main()
