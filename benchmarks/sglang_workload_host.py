@@ -29,6 +29,10 @@ sim_fidelity's sglang-sweep P50 TPOT median error drops by >= 10 points and no S
 error exceeds 10 %, with every vLLM row unchanged. H -> the calibration stays; SGLang's per-step time is a host term,
 documented as such (what `servetune host` measures on the user's machine).
 
+If only an H100 can be had (added before any run, committed with the rule): the same runs on one H100, the residual
+over the committed step on the simulator's H100 (`gpu.txt` in the data folder names the card); W and C as above; H is
+not read there (its thresholds are H200 residuals).
+
     PYTHONPATH=$PWD .venv/bin/python benchmarks/sglang_workload_host.py
 
 Output: benchmarks/results/sim/sglang_workload_host.txt.
@@ -52,6 +56,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import calibrate_sglang as cs  # noqa: E402
 
 from tuner.sim.calibration import SGLANG_FITTED  # noqa: E402
+from tuner.sim.engine import SimulatedEngine  # noqa: E402
 
 DATA = ROOT / "benchmarks/reference/h200-sglang-0.5.17-workload"
 SERVERS = ("ctx16k", "ctxdef")
@@ -83,8 +88,16 @@ def phase_samples(folder: Path) -> dict[str, list[Sample]]:
     return out
 
 
+def gpu() -> str:
+    """The card the runs had (`gpu.txt`: nvidia-smi's name); H200 unless it says H100."""
+    f = DATA / "gpu.txt"
+    return "H100" if f.exists() and "H100" in f.read_text() else "H200"
+
+
 def residual_ms(samples: list[Sample]) -> float:
-    eng = cs.engine(cs.TRITON_BF16, dataclasses.replace(SGLANG_FITTED, step_extra_s=0.0))
+    terms = dataclasses.replace(SGLANG_FITTED, step_extra_s=0.0)
+    eng = SimulatedEngine(flavour="sglang", gpu=gpu(), shape="qwen3-8b", args=cs.TRITON_BF16, max_model_len=16384,
+                          sglang_terms=terms)
     a = np.array(samples)
     return float(np.median(a[:, 2] - cs.predicted(eng, samples)) * 1e3)
 
@@ -99,6 +112,8 @@ def verdict(r: dict[tuple[str, str], float]) -> str:
     if c:
         return "C: the context length"
     vals = list(r.values())
+    if gpu() != "H200":
+        return "neither W nor C (H is not read off an H200)"
     if max(vals) - min(vals) <= 0.7:
         side = ("the studies' hosts were slow" if max(vals) <= 0.8 else "the sweep's host was fast"
                 if min(vals) >= 1.5 else "between the two")
@@ -108,6 +123,7 @@ def verdict(r: dict[tuple[str, str], float]) -> str:
 
 def main() -> None:
     r: dict[tuple[str, str], float] = {}
+    print(f"card: {gpu()}")
     print("phase            n   batch  ctx/seq  step ms  residual ms (over the committed step without step_extra_s)")
     for s in SERVERS:
         got = phase_samples(DATA / s)
