@@ -86,6 +86,16 @@ def main() -> None:
                 errs.append(float(np.median(np.abs(step / (a[:, 2] * 1e3) - 1)) * 100))
             print(f"  {name:34s} fit on {src:38s} coef={np.array2string(beta, precision=3):28s} "
                   + " ".join(f"{e:5.1f}" for e in errs))
+    print("residual by batch size (median ms, n): is the studies' extra time their drain's small batches?")
+    bins = [(0.0, 2.5), (2.5, 5.0), (5.0, 8.0), (8.0, 16.0), (16.0, 1e9)]
+    print("  " + " " * 38 + "".join(f"{f'[{lo:g},{hi:g})' if hi < 1e9 else f'>={lo:g}':>14s}" for lo, hi in bins))
+    for k, (a, pred) in data.items():
+        res = (a[:, 2] - pred) * 1e3
+        cells = []
+        for lo, hi in bins:
+            m = (a[:, 0] >= lo) & (a[:, 0] < hi)
+            cells.append(f"{np.median(res[m]):6.2f} ({int(m.sum()):3d})" if m.any() else f"{'-':>6s} (  0)")
+        print(f"  {k:38s}" + "".join(f"{c:>14s}" for c in cells))
 
 
 if __name__ == "__main__":

@@ -15,7 +15,8 @@ driven by servetune's client at 6 req/s (Poisson, seed 0) first with the sweep's
 with the studies' dynamic mix: `ctx16k` with `--context-length 16384` (the studies' launch) and `ctxdef` without
 it (the sweep's). Per server and workload phase, the clean decode intervals of the server's log (as
 benchmarks/calibrate_sglang.py reads them) give r = the median residual over the committed SGLang step without
-`step_extra_s`, in ms (studies 1.99, sweep 0.33 in benchmarks/results/sim/sglang_step_forms.txt).
+`step_extra_s`, in ms (studies 1.99, sweep 0.33 in benchmarks/results/sim/sglang_step_forms.txt; 2.05 / 0.39
+on the calibration since the hold refit, which moved the base step by 0.057 ms: the rule reads differences only).
 
 RULE (fixed and committed before the runs; each phase needs >= 15 clean intervals to count):
   W (workload)  on every server, r(dynamic) - r(random) >= 1.0 ms.
