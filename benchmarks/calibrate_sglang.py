@@ -95,8 +95,8 @@ def decode_lines(lines: Iterable[str], point_start: str) -> list[list[tuple[floa
     return points
 
 
-def engine(args: dict[str, str], terms: SGLangTerms | None) -> SimulatedEngine:
-    return SimulatedEngine(flavour="sglang", gpu="H200", shape="qwen3-8b", args=args, max_model_len=16384,
+def engine(args: dict[str, str], terms: SGLangTerms | None, gpu: str = "H200") -> SimulatedEngine:
+    return SimulatedEngine(flavour="sglang", gpu=gpu, shape="qwen3-8b", args=args, max_model_len=16384,
                            sglang_terms=terms)
 
 

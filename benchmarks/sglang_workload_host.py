@@ -57,7 +57,6 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import calibrate_sglang as cs  # noqa: E402
 
 from tuner.sim.calibration import SGLANG_FITTED  # noqa: E402
-from tuner.sim.engine import SimulatedEngine  # noqa: E402
 
 DATA = ROOT / "benchmarks/reference/h200-sglang-0.5.17-workload"
 SERVERS = ("ctx16k", "ctxdef")
@@ -81,12 +80,9 @@ def phases(folder: Path) -> dict[str, tuple[datetime, datetime]]:
 def phase_samples(folder: Path) -> dict[str, list[Sample]]:
     """The server log's clean decode intervals, split by the client's phases (host-clock seconds)."""
     with gzip.open(folder / "batches.log.gz", "rt", errors="replace") as f:
-        lines = f.read().splitlines()
-    out: dict[str, list[Sample]] = {}
-    for w, (t0, t1) in phases(folder).items():
-        inside = [ln for ln in lines if (m := STAMP.match(ln)) and t0 <= datetime.fromisoformat(m[1]) <= t1]
-        out[w] = cs.decode_lines(inside, "")[0]
-    return out
+        stamped = [(datetime.fromisoformat(m[1]), ln) for ln in f.read().splitlines() if (m := STAMP.match(ln))]
+    return {w: cs.decode_lines([ln for t, ln in stamped if t0 <= t <= t1], "")[0]
+            for w, (t0, t1) in phases(folder).items()}
 
 
 def gpu() -> str:
@@ -96,9 +92,7 @@ def gpu() -> str:
 
 
 def residual_ms(samples: list[Sample]) -> float:
-    terms = dataclasses.replace(SGLANG_FITTED, step_extra_s=0.0)
-    eng = SimulatedEngine(flavour="sglang", gpu=gpu(), shape="qwen3-8b", args=cs.TRITON_BF16, max_model_len=16384,
-                          sglang_terms=terms)
+    eng = cs.engine(cs.TRITON_BF16, dataclasses.replace(SGLANG_FITTED, step_extra_s=0.0), gpu())
     a = np.array(samples)
     return float(np.median(a[:, 2] - cs.predicted(eng, samples)) * 1e3)
 

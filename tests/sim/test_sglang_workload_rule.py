@@ -11,16 +11,14 @@ from pathlib import Path
 import pytest
 
 import benchmarks.sglang_workload_host as wh
-from benchmarks.calibrate_sglang import TRITON_BF16
+from benchmarks.calibrate_sglang import TRITON_BF16, engine
 from tuner.sim.calibration import SGLANG_FITTED
-from tuner.sim.engine import SimulatedEngine
 
 T0 = datetime(2026, 12, 7, 3, 0, 0)
 
 
 def _step_s(n: int, ctx: int) -> float:
-    eng = SimulatedEngine(flavour="sglang", gpu="H200", shape="qwen3-8b", args=TRITON_BF16, max_model_len=16384,
-                          sglang_terms=dataclasses.replace(SGLANG_FITTED, step_extra_s=0.0))
+    eng = engine(TRITON_BF16, dataclasses.replace(SGLANG_FITTED, step_extra_s=0.0))
     return eng.cost.decode_base(n, True) + eng.cost.dec_b * ctx
 
 
