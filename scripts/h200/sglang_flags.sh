@@ -7,7 +7,8 @@
 # WORKLOADS="random dynamic" drives one server with the sweep's workload, then the seeds' dynamic mix (what
 # servetune's SGLang studies ran): the same server and host for both, so the ~1.7 ms per step that the studies' log
 # pays over the sweep's (benchmarks/sglang_step_forms.py) can be put on the workload or on the host. Each phase's
-# UTC start and end go to phases.txt, to split the server log by its timestamps.
+# start and end (UTC and the host clock the server log uses) go to phases.txt, to split the server log by phase;
+# the Prefill/Decode batch lines are kept in batches.log.gz.
 # usage: RATE=6 NP=300 bash scripts/h200/sglang_flags.sh NAME [sglang flags...]
 # env: MODEL_DIR (.gpu/model) PORT (30000) RATE NP DEADLINE (epoch s; the call's end) WORKLOADS (random)
 set -uo pipefail
