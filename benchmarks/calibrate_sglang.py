@@ -108,7 +108,7 @@ def predicted(eng: SimulatedEngine, samples: list[tuple[float, float, float]]) -
         lo = int(n)
         return (1 - (n - lo)) * c.decode_base(lo, True) + (n - lo) * c.decode_base(lo + 1, True)
 
-    return np.array([base(n) + c.dec_b * ctx for n, ctx, _ in samples])
+    return np.array([base(n) + c.dec_b * ctx + c.kv_seq * ctx / n for n, ctx, _ in samples])
 
 
 def errors(eng: SimulatedEngine, samples: list[tuple[float, float, float]]) -> list[float]:

@@ -27,7 +27,9 @@ RULE (fixed and committed before the runs; each phase needs >= 15 clean interval
 What follows (also fixed now): W or C -> a form for SGLang's step keyed to what was found, fitted on these runs'
 decode intervals only and judged on the older sets (studies, sweep, flag runs) it never saw; it ships only if
 sim_fidelity's sglang-sweep P50 TPOT median error drops by >= 10 points and no SGLang study point's P50 or P99 TPOT
-error exceeds 10 %, with every vLLM row unchanged. H -> the calibration stays; SGLang's per-step time is a host term,
+error exceeds 10 %, with every vLLM row unchanged. Under W this script fits that form itself (`fit_w_form`: residual =
+a + b x context per sequence, the triton kernel's fixed KV splits of benchmarks/sglang_step_forms.py; in the simulator
+`SGLangTerms.step_extra_s` = a and `triton_kv_seq_s` = b, off until such a fit ships). H -> the calibration stays; SGLang's per-step time is a host term,
 documented as such (what `servetune host` measures on the user's machine).
 
 If only an H100 can be had (added before any run, committed with the rule): the same runs on one H100, the residual
@@ -55,6 +57,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import calibrate_sglang as cs  # noqa: E402
+import sglang_step_forms as forms  # noqa: E402
 
 from tuner.sim.calibration import SGLANG_FITTED  # noqa: E402
 
@@ -116,8 +119,28 @@ def verdict(r: dict[tuple[str, str], float]) -> str:
     return "undecided (neither W, C nor H)"
 
 
+def fit_w_form(got: dict[tuple[str, str], list[Sample]]) -> tuple[float, float]:
+    """Under W: residual (ms) = a + b x context per sequence (k tokens), least squares over these runs' intervals
+    only (the triton kernel's fixed KV splits: sglang_step_forms.py); returns (a, b) and prints the older sets'
+    step errors under it (sets it never saw)."""
+    eng = cs.engine(cs.TRITON_BF16, dataclasses.replace(SGLANG_FITTED, step_extra_s=0.0), gpu())
+    a = np.array([x for s in got.values() for x in s])
+    x = np.column_stack([np.ones(len(a)), a[:, 1] / a[:, 0] / 1e3])
+    (c0, c1), *_ = np.linalg.lstsq(x, (a[:, 2] - cs.predicted(eng, list(map(tuple, a)))) * 1e3, rcond=None)
+    print(f"W form fitted on these runs: residual ms = {c0:.3f} + {c1:.4f} x context per sequence (k tokens)")
+    if gpu() == "H200":  # the older sets ran on H200s
+        old = cs.engine(cs.TRITON_BF16, dataclasses.replace(SGLANG_FITTED, step_extra_s=0.0))
+        for k, s in forms.sets().items():
+            b = np.array(s)
+            step = cs.predicted(old, s) * 1e3 + c0 + c1 * b[:, 1] / b[:, 0] / 1e3
+            err = float(np.median(np.abs(step / (b[:, 2] * 1e3) - 1)) * 100)
+            print(f"  {k:38s} n={len(b):3d} median |error| of the step {err:5.1f} %")
+    return float(c0), float(c1)
+
+
 def main() -> None:
     r: dict[tuple[str, str], float] = {}
+    got: dict[tuple[str, str], list[Sample]] = {}
     print(f"card: {gpu()}")
     print("phase            n   batch  ctx/seq  step ms  residual ms (over the committed step without step_extra_s)")
     for s in SERVERS:
@@ -128,6 +151,7 @@ def main() -> None:
                 print(f"{s:7s} {w:8s} {len(samples):3d}  too few clean intervals: not counted")
                 continue
             a = np.array(samples)
+            got[(s, w)] = samples
             r[(s, w)] = residual_ms(samples)
             print(f"{s:7s} {w:8s} {len(a):3d} {np.median(a[:, 0]):6.1f} {np.median(a[:, 1] / a[:, 0]):8.0f} "
                   f"{np.median(a[:, 2]) * 1e3:8.2f} {r[(s, w)]:8.2f}")
@@ -138,7 +162,10 @@ def main() -> None:
         print(f"W on {s}: r(dynamic) - r(random) = {r[(s, 'dynamic')] - r[(s, 'random')]:+.2f} ms")
     for w in WORKLOADS:
         print(f"C on {w}: r(ctx16k) - r(ctxdef) = {r[('ctx16k', w)] - r[('ctxdef', w)]:+.2f} ms")
-    print(f"verdict: {verdict(r)}")
+    v = verdict(r)
+    print(f"verdict: {v}")
+    if v.startswith("W"):
+        fit_w_form(got)
 
 
 if __name__ == "__main__":

@@ -277,6 +277,8 @@ class Core:
             return
         cost = self.cost.for_n(n) if self.scheduled else self.cost  # per-batch-size K: the cost at K(n)
         dec_b = cost.dec_b if self.scheduled else self.dec_b
+        if cost.kv_seq:
+            dec_b = cost.dec_b_at(n)
         cached = self._base.get(n)
         if cached is None:
             cached = self._base[n] = cost.decode_base(n, n <= self.graph_max)
@@ -356,7 +358,7 @@ class Core:
     def _decode_cost(self) -> float:
         n = self.n_dec
         cost = self.cost.for_n(n)
-        return cost.decode_base(n, n <= self.graph_max) + cost.dec_b * (self.sum_l + n)
+        return cost.decode_base(n, n <= self.graph_max) + cost.dec_b_at(n) * (self.sum_l + n)
 
     def generated(self, s: Seq) -> int:
         """Tokens produced so far (for the server face)."""

@@ -77,6 +77,7 @@ class StepCost:
             self.tp_tok = self.tp_lat = 0.0
         # decode-only steps: time = dec_a(n) + dec_b * total context (linear in context)
         self.dec_b = max(self.c_attn, self.c_kv) * self.mult
+        self.kv_seq = cal.kv_seq_s  # + this x context per sequence (decode-only steps; Calibration.kv_seq_s)
         self.spec = spec
         self.tau = 1.0  # tokens per decode step and sequence
         self.width = 1  # tokens each decode feeds the model per step
@@ -183,6 +184,10 @@ class StepCost:
     def flop_time(self, tokens: int, logits: int, attn_pairs: float) -> float:
         """The FLOP-bound part of a step at full clock (what heats the GPU)."""
         return ((tokens * self.c_lin + logits * self.c_lm) + attn_pairs * self.c_attn) * self.mult
+
+    def dec_b_at(self, n: int) -> float:
+        """Seconds per context token of a decode-only step of n sequences (kv_seq: per token per sequence)."""
+        return self.dec_b + self.kv_seq / n if self.kv_seq and n > 0 else self.dec_b
 
     def decode_base(self, n: int, graphed: bool, flop_mult: float = 1.0) -> float:
         """The context-independent part of a decode-only step of n sequences (with speculative

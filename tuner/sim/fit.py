@@ -116,6 +116,10 @@ class Calibration:
     # acceptance read the verify steps ~25 % longer than those terms alike with the CPU drafter (async scheduling off)
     # and the GPU one (async on): the same P50 TPOT on one H100 (benchmarks/sim_spec_check.py, docs/sim.md)
     spec_step_s: float = 0.0
+    # decode-only steps: extra seconds per token of context per decoding sequence (the batch's mean; 0 = off). SGLang's
+    # triton decode kernel splits each sequence's KV into a fixed number of parts, so a batch of long sequences waits
+    # on long serial splits whatever the bandwidth left over (tuner/sim/sglang_cost.py; vLLM: 0)
+    kv_seq_s: float = 0.0
     jitter_seed: int = 0  # which draw of those (not fitted: benchmarks check that a choice holds on other draws)
     # the API server's time for one request before the engine sees it (HTTP, tokenising, the hop to the engine
     # core): fixed + per prompt token (0 = off), served one request at a time in send order. Measured on the H200,

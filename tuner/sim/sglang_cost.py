@@ -28,6 +28,8 @@ class SGLangTerms:
     fp8_lin_gain: float | None = None  # FLOP speed-up of FP8 linear layers (prefill); None: the base's (vLLM's)
     e_lin: float | None = None  # FLOP efficiency of the linear layers (prefill); None: the base's (vLLM's)
     triton_e_attn: float | None = None  # FLOP efficiency of triton's prefill (extend) attention (None: the base's)
+    # triton: extra time of a decode-only step per token of context per sequence (Calibration.kv_seq_s; 0 = off)
+    triton_kv_seq_s: float = 0.0
     triton_fp8_kv_gain: float = 1.0  # triton: KV reads from an FP8 cache cost as BF16's
     triton_fp8_attn_gain: float = 1.0  # triton: no FP8 tensor-core attention
     # the overlap scheduler (SGLang's default): the next step is scheduled while this one runs, so a request that
@@ -58,7 +60,8 @@ def sglang_calibration(cal: Calibration, terms: SGLangTerms | None, attention_ba
     if terms.e_lin is not None:
         cal = dataclasses.replace(cal, e_lin=terms.e_lin)
     if attention_backend == "triton":
-        cal = dataclasses.replace(cal, e_kv=terms.triton_e_kv, fp8_kv_gain=terms.triton_fp8_kv_gain,
+        cal = dataclasses.replace(cal, e_kv=terms.triton_e_kv, kv_seq_s=terms.triton_kv_seq_s,
+                                  fp8_kv_gain=terms.triton_fp8_kv_gain,
                                   fp8_attn_gain=terms.triton_fp8_attn_gain)
         if terms.triton_e_attn is not None:
             cal = dataclasses.replace(cal, e_attn=terms.triton_e_attn)
