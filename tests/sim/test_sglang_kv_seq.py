@@ -11,7 +11,7 @@ import pytest
 from simhelp import poisson
 
 from tuner.load.records import Request
-from tuner.sim.calibration import SGLANG_FITTED
+from tuner.sim.calibration import FITTED, SGLANG_FITTED
 from tuner.sim.engine import SimulatedEngine
 from tuner.sim.sglang_cost import SGLangTerms
 
@@ -68,3 +68,10 @@ def test_closed_form_runs_equal_step_by_step(args: dict[str, object]) -> None:
     for x, y in zip(fast.run(reqs), slow.run(reqs), strict=True):
         assert (x.error, x.preemptions, len(x.token_times)) == (y.error, y.preemptions, len(y.token_times))
         assert x.token_times == pytest.approx(y.token_times, rel=1e-9, abs=1e-9)
+
+
+def test_vllm_refuses_the_term() -> None:
+    """vLLM's per-step paths do not carry it, so a vLLM engine with it set is an error, not a silent mismatch."""
+    cal = dataclasses.replace(FITTED, kv_seq_s=KV_SEQ)
+    with pytest.raises(ValueError, match="kv_seq_s"):
+        SimulatedEngine(flavour="vllm", gpu="H200", shape="qwen3-8b", args={}, max_model_len=16384, calibration=cal)
