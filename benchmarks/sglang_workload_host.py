@@ -60,6 +60,7 @@ import calibrate_sglang as cs  # noqa: E402
 import sglang_step_forms as forms  # noqa: E402
 
 from tuner.sim.calibration import SGLANG_FITTED  # noqa: E402
+from tuner.sim.engine import SimulatedEngine  # noqa: E402
 
 DATA = ROOT / "benchmarks/reference/h200-sglang-0.5.17-workload"
 SERVERS = ("ctx16k", "ctxdef")
@@ -67,6 +68,7 @@ WORKLOADS = ("random", "dynamic")
 MIN_INTERVALS = 15
 STAMP = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)")
 Sample = tuple[float, float, float]
+PER_SEQ = dict(forms.FORMS)["+ context per sequence"]  # the form's columns: context per sequence, k tokens
 
 
 def phases(folder: Path) -> dict[str, tuple[datetime, datetime]]:
@@ -94,8 +96,12 @@ def gpu() -> str:
     return "H100" if f.exists() and "H100" in f.read_text() else "H200"
 
 
-def residual_ms(samples: list[Sample]) -> float:
-    eng = cs.engine(cs.TRITON_BF16, dataclasses.replace(SGLANG_FITTED, step_extra_s=0.0), gpu())
+def base_engine(card: str) -> SimulatedEngine:
+    """The committed SGLang step without `step_extra_s` (what the residuals are read over) on `card`."""
+    return cs.engine(cs.TRITON_BF16, dataclasses.replace(SGLANG_FITTED, step_extra_s=0.0), card)
+
+
+def residual_ms(eng: SimulatedEngine, samples: list[Sample]) -> float:
     a = np.array(samples)
     return float(np.median(a[:, 2] - cs.predicted(eng, samples)) * 1e3)
 
@@ -119,20 +125,18 @@ def verdict(r: dict[tuple[str, str], float]) -> str:
     return "undecided (neither W, C nor H)"
 
 
-def fit_w_form(got: dict[tuple[str, str], list[Sample]]) -> tuple[float, float]:
+def fit_w_form(eng: SimulatedEngine, got: dict[tuple[str, str], list[Sample]]) -> tuple[float, float]:
     """Under W: residual (ms) = a + b x context per sequence (k tokens), least squares over these runs' intervals
-    only (the triton kernel's fixed KV splits: sglang_step_forms.py); returns (a, b) and prints the older sets'
-    step errors under it (sets it never saw)."""
-    eng = cs.engine(cs.TRITON_BF16, dataclasses.replace(SGLANG_FITTED, step_extra_s=0.0), gpu())
-    a = np.array([x for s in got.values() for x in s])
-    x = np.column_stack([np.ones(len(a)), a[:, 1] / a[:, 0] / 1e3])
-    (c0, c1), *_ = np.linalg.lstsq(x, (a[:, 2] - cs.predicted(eng, list(map(tuple, a)))) * 1e3, rcond=None)
+    only (sglang_step_forms.py's "+ context per sequence" form: the triton kernel's fixed KV splits); returns (a, b)
+    and prints the older sets' step errors under it (sets it never saw)."""
+    samples = [x for s in got.values() for x in s]
+    a = np.array(samples)
+    (c0, c1), *_ = np.linalg.lstsq(forms.design(a, PER_SEQ), (a[:, 2] - cs.predicted(eng, samples)) * 1e3, rcond=None)
     print(f"W form fitted on these runs: residual ms = {c0:.3f} + {c1:.4f} x context per sequence (k tokens)")
-    if gpu() == "H200":  # the older sets ran on H200s
-        old = cs.engine(cs.TRITON_BF16, dataclasses.replace(SGLANG_FITTED, step_extra_s=0.0))
+    if gpu() == "H200":  # the older sets ran on H200s: `eng` is their card's
         for k, s in forms.sets().items():
             b = np.array(s)
-            step = cs.predicted(old, s) * 1e3 + c0 + c1 * b[:, 1] / b[:, 0] / 1e3
+            step = cs.predicted(eng, s) * 1e3 + forms.design(b, PER_SEQ) @ np.array([c0, c1])
             err = float(np.median(np.abs(step / (b[:, 2] * 1e3) - 1)) * 100)
             print(f"  {k:38s} n={len(b):3d} median |error| of the step {err:5.1f} %")
     return float(c0), float(c1)
@@ -141,6 +145,7 @@ def fit_w_form(got: dict[tuple[str, str], list[Sample]]) -> tuple[float, float]:
 def main() -> None:
     r: dict[tuple[str, str], float] = {}
     got: dict[tuple[str, str], list[Sample]] = {}
+    eng = base_engine(gpu())
     print(f"card: {gpu()}")
     print("phase            n   batch  ctx/seq  step ms  residual ms (over the committed step without step_extra_s)")
     for s in SERVERS:
@@ -152,7 +157,7 @@ def main() -> None:
                 continue
             a = np.array(samples)
             got[(s, w)] = samples
-            r[(s, w)] = residual_ms(samples)
+            r[(s, w)] = residual_ms(eng, samples)
             print(f"{s:7s} {w:8s} {len(a):3d} {np.median(a[:, 0]):6.1f} {np.median(a[:, 1] / a[:, 0]):8.0f} "
                   f"{np.median(a[:, 2]) * 1e3:8.2f} {r[(s, w)]:8.2f}")
     if len(r) < len(SERVERS) * len(WORKLOADS):
@@ -165,7 +170,7 @@ def main() -> None:
     v = verdict(r)
     print(f"verdict: {v}")
     if v.startswith("W"):
-        fit_w_form(got)
+        fit_w_form(eng, got)
 
 
 if __name__ == "__main__":

@@ -55,11 +55,12 @@ def test_the_rule_reads_each_phase_extra_time_back(tmp_path: Path, monkeypatch: 
     _server(tmp_path / "ctxdef", ctxdef)
     monkeypatch.setattr(wh, "DATA", tmp_path)
     r = {}
+    eng = wh.base_engine(wh.gpu())
     for s, extra in (("ctx16k", ctx16k), ("ctxdef", ctxdef)):
         got = wh.phase_samples(tmp_path / s)
         for w in wh.WORKLOADS:
             assert len(got[w]) == 19  # the first decode line after a prefill opens an interval, it closes none
-            r[(s, w)] = wh.residual_ms(got[w])
+            r[(s, w)] = wh.residual_ms(eng, got[w])
             assert r[(s, w)] == pytest.approx(extra[w], abs=0.02)
     assert wh.verdict(r).startswith(want)
 

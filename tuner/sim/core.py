@@ -54,7 +54,6 @@ class Core:
     def __init__(self, cost: StepCost, block: int, kv_tokens: int, frontend_s: float,
                  prefix_caching: bool, graph_max: int) -> None:
         self.cost = cost
-        self.dec_b = cost.dec_b  # seconds per context token of a decode-only step (fixed for the run)
         self.scheduled = cost.scheduled  # speculative K by batch size: the spec terms change with n_dec
         self.spec_on = cost.spec is not None
         self.bs = block
@@ -276,9 +275,7 @@ class Core:
             self._decode_run_clocked(k, t_stop)
             return
         cost = self.cost.for_n(n) if self.scheduled else self.cost  # per-batch-size K: the cost at K(n)
-        dec_b = cost.dec_b if self.scheduled else self.dec_b
-        if cost.kv_seq:
-            dec_b = cost.dec_b_at(n)
+        dec_b = cost.dec_b_at(n)  # seconds per context token at this batch size
         cached = self._base.get(n)
         if cached is None:
             cached = self._base[n] = cost.decode_base(n, n <= self.graph_max)
