@@ -95,6 +95,11 @@ def decode_lines(lines: Iterable[str], point_start: str) -> list[list[tuple[floa
     return points
 
 
+def without_step_terms(terms: SGLangTerms) -> SGLangTerms:
+    """`terms` with no fixed per-step extra and no triton decode form: the base the step residuals are read over."""
+    return dataclasses.replace(terms, step_extra_s=0.0, triton_decode_s=None, triton_kv_seq_s=0.0)
+
+
 def engine(args: dict[str, str], terms: SGLangTerms | None, gpu: str = "H200") -> SimulatedEngine:
     return SimulatedEngine(flavour="sglang", gpu=gpu, shape="qwen3-8b", args=args, max_model_len=16384,
                            sglang_terms=terms)

@@ -19,7 +19,6 @@ Output: benchmarks/results/sim/sglang_step_forms.txt.
 
 from __future__ import annotations
 
-import dataclasses
 import gzip
 import sys
 from collections.abc import Callable
@@ -64,7 +63,7 @@ def design(a: np.ndarray, cols: list[Callable[[np.ndarray], np.ndarray]]) -> np.
 
 
 def main() -> None:
-    eng = cs.engine(cs.TRITON_BF16, dataclasses.replace(SGLANG_FITTED, step_extra_s=0.0))
+    eng = cs.engine(cs.TRITON_BF16, cs.without_step_terms(SGLANG_FITTED))
     data = {k: (np.array(s), cs.predicted(eng, s)) for k, s in sets().items()}
     print("clean decode intervals per set (medians): batch, context per sequence, step ms, residual over the committed "
           "SGLang step without step_extra_s, ms")

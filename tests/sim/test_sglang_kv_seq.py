@@ -1,6 +1,7 @@
-"""The per-sequence context term of SGLang's triton decode step (`SGLangTerms.triton_kv_seq_s` ->
-`Calibration.kv_seq_s`): a decode-only step of n sequences with C context tokens in all lasts kv_seq x C / n longer.
-Off (0) in the shipped calibration; these tests hold the simulator to the form whenever it is set."""
+"""SGLang's triton decode form: the per-sequence context term (`SGLangTerms.triton_kv_seq_s` ->
+`Calibration.kv_seq_s`: a decode-only step of n sequences with C context tokens in all lasts kv_seq x C / n longer)
+and its own fixed time (`triton_decode_s`, in place of `step_extra_s` on decode-only steps). Both off in the shipped
+calibration; these tests hold the simulator to the form whenever it is set."""
 
 from __future__ import annotations
 
@@ -58,11 +59,28 @@ def test_only_triton_pays_it() -> None:
     assert _engine(terms).run(reqs)[0].e2e_s > _engine(SGLANG_FITTED).run(reqs)[0].e2e_s
 
 
+def _gaps(rec: object) -> list[float]:
+    times = rec.token_times  # type: ignore[attr-defined]
+    return [b - a for a, b in zip(times[1:], times[2:], strict=False)]
+
+
+def test_decode_time_replaces_the_step_extra_on_decode_steps_only() -> None:
+    """triton_decode_s moves every decode step by (it - step_extra_s) and leaves the prefill (the first token) alone:
+    the prefill terms were fitted with step_extra_s on the prefill steps."""
+    req = [Request(0, 0.0, 4000, 200)]
+    terms = dataclasses.replace(SGLANG_FITTED, triton_decode_s=SGLANG_FITTED.step_extra_s - 1e-3)
+    off, on = _engine(SGLANG_FITTED).run(req)[0], _engine(terms).run(req)[0]
+    assert on.first_token_s == pytest.approx(off.first_token_s, abs=1e-12)
+    for a, b in zip(_gaps(off), _gaps(on), strict=True):
+        assert a - b == pytest.approx(1e-3, rel=1e-6)
+    assert _engine(terms, {}).run(req)[0].token_times == _engine(SGLANG_FITTED, {}).run(req)[0].token_times
+
+
 @pytest.mark.parametrize("args", [TRITON, {**TRITON, "mem_fraction_static": 0.14, "page_size": 16}])
 def test_closed_form_runs_equal_step_by_step(args: dict[str, object]) -> None:
     """The closed-form decode runs (Core._decode_run) must give the records of one step at a time with the term on."""
     reqs = poisson(120, 8.0, inp=(50, 4000), out=(1, 600), seed=7)
-    terms = dataclasses.replace(SGLANG_FITTED, triton_kv_seq_s=KV_SEQ)
+    terms = dataclasses.replace(SGLANG_FITTED, triton_kv_seq_s=KV_SEQ, triton_decode_s=-3e-4)
     fast, slow = _engine(terms, args), _engine(terms, args)
     slow.macro_steps = False
     for x, y in zip(fast.run(reqs), slow.run(reqs), strict=True):
@@ -70,8 +88,9 @@ def test_closed_form_runs_equal_step_by_step(args: dict[str, object]) -> None:
         assert x.token_times == pytest.approx(y.token_times, rel=1e-9, abs=1e-9)
 
 
-def test_vllm_refuses_the_term() -> None:
-    """vLLM's per-step paths do not carry it, so a vLLM engine with it set is an error, not a silent mismatch."""
-    cal = dataclasses.replace(FITTED, kv_seq_s=KV_SEQ)
-    with pytest.raises(ValueError, match="kv_seq_s"):
+@pytest.mark.parametrize("field", ["kv_seq_s", "dec_step_extra_s"])
+def test_vllm_refuses_the_terms(field: str) -> None:
+    """vLLM's per-step paths do not carry them, so a vLLM engine with one set is an error, not a silent mismatch."""
+    cal = dataclasses.replace(FITTED, **{field: KV_SEQ})
+    with pytest.raises(ValueError, match=field):
         SimulatedEngine(flavour="vllm", gpu="H200", shape="qwen3-8b", args={}, max_model_len=16384, calibration=cal)

@@ -66,6 +66,7 @@ class StepCost:
         if cal.kv_group_exp:
             self.c_kv *= (shape.heads / shape.kv_heads / KV_GROUP_REF) ** cal.kv_group_exp
         self.o_step = cal.o_step_s
+        self.o_dec = cal.o_step_s + cal.dec_step_extra_s  # a decode-only step's fixed time
         self.o_tok = cal.o_tok_s
         self.launch = cal.launch_per_layer_s * shape.layers
         self.mult = cal.eager_mult if eager else 1.0
@@ -200,14 +201,14 @@ class StepCost:
         if self.spec is not None:
             w = n * self.width
             lin = max(w * (self.c_lin + self.c_lm) * flop_mult, self.weights_time(w))
-            t = lin * self.mult + self.o_step + w * self.o_tok + self.spec_draft_time(n, 0.0)
+            t = lin * self.mult + self.o_dec + w * self.o_tok + self.spec_draft_time(n, 0.0)
             if w > self.graph_max:
                 t += self.launch
             if self.tp_tok:
                 t += self.tp_lat + w * self.tp_tok
             return t / self.tau
         lin = max(n * (self.c_lin + self.c_lm) * flop_mult, self.weights_time(n))
-        t = lin * self.mult + self.o_step + n * self.o_tok
+        t = lin * self.mult + self.o_dec + n * self.o_tok
         if not graphed:
             t += self.launch
         if self.tp_tok:

@@ -69,9 +69,9 @@ class SimulatedEngine:
         self.sglang_overlap = flavour != "vllm" and sglang_terms is not None and bool(sglang_terms.overlap)
         if flavour != "vllm":
             self.cal = sglang_calibration(self.cal, sglang_terms, cfg.get("attention_backend"))
-        elif self.cal.kv_seq_s:  # only SGLang's decode paths (Core._decode_run / _decode_cost) carry it
-            raise ValueError("Calibration.kv_seq_s is SGLang's triton decode term; a vLLM engine needs it 0 "
-                             "(set SGLangTerms.triton_kv_seq_s instead)")
+        elif self.cal.kv_seq_s or self.cal.dec_step_extra_s:  # SGLang's decode paths (Core) carry them, vLLM's not
+            raise ValueError("Calibration.kv_seq_s and dec_step_extra_s are SGLang's triton decode terms; a vLLM "
+                             "engine needs them 0 (set SGLangTerms.triton_kv_seq_s / triton_decode_s instead)")
         if flavour == "vllm":
             plan = plan_vllm(self.shape, self.gpu, cfg, max_model_len, self.tp, dtype, **prec)
             eager = cfg["enforce_eager"]

@@ -120,6 +120,9 @@ class Calibration:
     # triton decode kernel splits each sequence's KV into a fixed number of parts, so a batch of long sequences waits
     # on long serial splits whatever the bandwidth left over (tuner/sim/sglang_cost.py; vLLM: 0)
     kv_seq_s: float = 0.0
+    # decode-only steps: seconds added to o_step_s (with kv_seq_s, SGLang triton's decode form in place of its
+    # all-step constant; vLLM: 0)
+    dec_step_extra_s: float = 0.0
     jitter_seed: int = 0  # which draw of those (not fitted: benchmarks check that a choice holds on other draws)
     # the API server's time for one request before the engine sees it (HTTP, tokenising, the hop to the engine
     # core): fixed + per prompt token (0 = off), served one request at a time in send order. Measured on the H200,

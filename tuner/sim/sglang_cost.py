@@ -30,6 +30,10 @@ class SGLangTerms:
     triton_e_attn: float | None = None  # FLOP efficiency of triton's prefill (extend) attention (None: the base's)
     # triton: extra time of a decode-only step per token of context per sequence (Calibration.kv_seq_s; 0 = off)
     triton_kv_seq_s: float = 0.0
+    # triton: a decode-only step's fixed extra time in place of step_extra_s (None: step_extra_s). With
+    # triton_kv_seq_s it is the decode form fitted by benchmarks/sglang_workload_host.py; prefill (extend) steps
+    # keep step_extra_s, with which the prefill terms were fitted
+    triton_decode_s: float | None = None
     triton_fp8_kv_gain: float = 1.0  # triton: KV reads from an FP8 cache cost as BF16's
     triton_fp8_attn_gain: float = 1.0  # triton: no FP8 tensor-core attention
     # the overlap scheduler (SGLang's default): the next step is scheduled while this one runs, so a request that
@@ -60,7 +64,9 @@ def sglang_calibration(cal: Calibration, terms: SGLangTerms | None, attention_ba
     if terms.e_lin is not None:
         cal = dataclasses.replace(cal, e_lin=terms.e_lin)
     if attention_backend == "triton":
+        dec_extra = 0.0 if terms.triton_decode_s is None else terms.triton_decode_s - terms.step_extra_s
         cal = dataclasses.replace(cal, e_kv=terms.triton_e_kv, kv_seq_s=terms.triton_kv_seq_s,
+                                  dec_step_extra_s=dec_extra,
                                   fp8_kv_gain=terms.triton_fp8_kv_gain,
                                   fp8_attn_gain=terms.triton_fp8_attn_gain)
         if terms.triton_e_attn is not None:
