@@ -58,6 +58,7 @@ import re
 import sys
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -70,6 +71,7 @@ import sglang_step_forms as forms  # noqa: E402
 
 from tuner.sim.calibration import SGLANG_FITTED  # noqa: E402
 from tuner.sim.engine import SimulatedEngine  # noqa: E402
+from tuner.sim.sglang_cost import SGLangTerms  # noqa: E402
 
 DATA = ROOT / "benchmarks/reference/h100-sglang-0.5.17-workload"
 SERVERS = ("ctx16k", "ctxdef")
@@ -157,13 +159,18 @@ def fit_w_form(eng: SimulatedEngine, got: dict[tuple[str, str], list[Sample]]) -
     return float(c0), float(c1)
 
 
+def w_terms(c0: float, c1: float) -> SGLangTerms:
+    """SGLANG_FITTED with the W form (ms, ms per k tokens of context per sequence) on triton's decode-only steps."""
+    return dataclasses.replace(SGLANG_FITTED, triton_decode_s=c0 * 1e-3, triton_kv_seq_s=c1 * 1e-6)
+
+
 def judge(c0: float, c1: float) -> bool:
     """The rule's ship test for the W form (a, b in ms and ms per k tokens): SGLANG_FITTED with it on triton's
     decode-only steps (`triton_decode_s` = a in place of `step_extra_s`, `triton_kv_seq_s` = b; prefill steps keep
     `step_extra_s`, with which the prefill terms were fitted), against the committed terms. Ships only if the sweep's
     P50 TPOT median |error| drops >= 10 points and no SGLang study point's P50 or P99 TPOT |error| exceeds 10 %;
     vLLM's rows cannot move (a vLLM engine refuses the triton decode terms: tuner/sim/engine.py)."""
-    cand = dataclasses.replace(SGLANG_FITTED, triton_decode_s=c0 * 1e-3, triton_kv_seq_s=c1 * 1e-6)
+    cand = w_terms(c0, c1)
     tpot = ("p50_tpot_ms", "p99_tpot_ms")
     sweep = {}
     for label, terms in (("committed", SGLANG_FITTED), ("W form", cand)):
@@ -187,11 +194,55 @@ def judge(c0: float, c1: float) -> bool:
     return ships
 
 
+SHOW = ("output_throughput", "p50_ttft_ms", "p99_ttft_ms", "p50_tpot_ms", "p99_tpot_ms", "p50_itl_ms", "p99_itl_ms")
+
+
+def real_figures(rows: list[dict[str, Any]]) -> dict[str, float]:
+    """The measured phase's figures, as tuner.sim.reference.figures computes them from simulated records."""
+    itl = np.concatenate([np.diff(r["token_times"]) for r in rows]) * 1e3
+    dur = max(r["done_s"] for r in rows) - min(r["sent_s"] for r in rows)
+    out = {"output_throughput": sum(r["output_tokens"] for r in rows) / dur}
+    for q in (50, 99):
+        out[f"p{q}_ttft_ms"] = float(np.percentile([r["ttft_ms"] for r in rows], q))
+        out[f"p{q}_tpot_ms"] = float(np.percentile([r["tpot_ms"] for r in rows if r["tpot_ms"] is not None], q))
+        out[f"p{q}_itl_ms"] = float(np.percentile(itl, q))
+    return out
+
+
+def replay(card: str, terms: SGLangTerms, label: str) -> None:
+    """Each phase's measured requests (warm-ups excluded) replayed with their real send times and lengths through
+    the simulator on `card` with `terms`: sim/real and |error| %. With the committed terms on an H100 this is held out
+    twice over: SGLang's terms were fitted on H200 logs and studies only, and nothing was fitted on these runs."""
+    import pyarrow.parquet as pq
+
+    from tuner.load.records import Request
+    from tuner.sim.reference import figures
+
+    print(f"replayed through the simulator ({card}, {label}; sim/real, |error| %):")
+    print("  phase           " + " ".join(f"{k.replace('_ms', ''):>22s}" for k in SHOW))
+    errs: list[list[float]] = []
+    for s in SERVERS:
+        for w, sub_dir in (("random", "bench"), ("dynamic", "bench_dynamic")):
+            rows = [r for r in pq.read_table(DATA / s / sub_dir / "records.parquet").to_pylist()
+                    if not r["error"] and not r["warmup"]]
+            t0 = min(r["sent_s"] for r in rows)
+            reqs = [Request(i, r["sent_s"] - t0, r["input_len"], r["output_len"]) for i, r in enumerate(rows)]
+            sim = figures(cs.engine(cs.TRITON_BF16, terms, card).run(reqs))
+            real = real_figures(rows)
+            e = [abs(sim[k] / real[k] - 1) * 100 for k in SHOW]
+            errs.append(e)
+            print(f"  {s:7s} {w:8s}" + " ".join(f"{sim[k]:8.1f}/{real[k]:8.1f} {x:3.0f}%" for k, x in zip(SHOW, e,
+                                                                                                      strict=True)))
+    med = np.median(np.array(errs), axis=0)
+    print("  median |error| %: " + " ".join(f"{k.replace('_ms', '')}={m:.1f}" for k, m in zip(SHOW, med, strict=True)))
+
+
 def main() -> None:
     r: dict[tuple[str, str], float] = {}
     got: dict[tuple[str, str], list[Sample]] = {}
     eng = base_engine(gpu())
     print(f"card: {gpu()}")
+    replay(gpu(), SGLANG_FITTED, "committed SGLang terms")
     print("phase            n   batch  ctx/seq  step ms  residual ms (over the committed step without step_extra_s)")
     for s in SERVERS:
         by_workload = phase_samples(DATA / s)
@@ -215,7 +266,9 @@ def main() -> None:
     v = verdict(r)
     print(f"verdict: {v}")
     if v.startswith("W"):
-        judge(*fit_w_form(eng, got))
+        a, b = fit_w_form(eng, got)
+        replay(gpu(), w_terms(a, b), "the W form: in-sample, fitted on these runs' decode intervals")
+        judge(a, b)
 
 
 if __name__ == "__main__":
