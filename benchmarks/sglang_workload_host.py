@@ -45,7 +45,13 @@ the fit first read the second server's phases twice and the first server's not a
     steps keeping `step_extra_s`, with which the prefill terms were fitted: 38.8 -> 8.5 %, worst 13.0 % (t1 @12).
 So the calibration stays; the form stays in the simulator, off.
 
-    PYTHONPATH=$PWD .venv/bin/python benchmarks/sglang_workload_host.py
+SECOND RUN (rule added 2026-12-07 after the first run's result, committed before the second run): the same call
+once more, on whatever card comes, its data in `benchmarks/reference/<card>-sglang-0.5.17-workload-2/`.
+  - On an H200 (the card of the older sets): W, C and H are read by the rule above. Under W the form is fitted on
+    that run alone (the H100 run is not pooled) and judged by `judge`; it ships only if the judge passes.
+  - On an H100: a replicate. W and C are read again; nothing is fitted for shipping, and nothing is judged for it.
+
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/sglang_workload_host.py [DATA_FOLDER]
 
 Output: benchmarks/results/sim/sglang_workload_host.txt.
 """
@@ -73,7 +79,7 @@ from tuner.sim.calibration import SGLANG_FITTED  # noqa: E402
 from tuner.sim.engine import SimulatedEngine  # noqa: E402
 from tuner.sim.sglang_cost import SGLangTerms  # noqa: E402
 
-DATA = ROOT / "benchmarks/reference/h100-sglang-0.5.17-workload"
+DATA = Path(sys.argv[1]).resolve() if len(sys.argv) > 1 else ROOT / "benchmarks/reference/h100-sglang-0.5.17-workload"
 SERVERS = ("ctx16k", "ctxdef")
 WORKLOADS = ("random", "dynamic")
 MIN_INTERVALS = 15
