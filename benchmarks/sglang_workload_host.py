@@ -229,8 +229,11 @@ def replay(card: str, terms: SGLangTerms, label: str) -> None:
     errs: list[list[float]] = []
     for s in SERVERS:
         for w, sub_dir in (("random", "bench"), ("dynamic", "bench_dynamic")):
-            rows = [r for r in pq.read_table(DATA / s / sub_dir / "records.parquet").to_pylist()
-                    if not r["error"] and not r["warmup"]]
+            path = DATA / s / sub_dir / "records.parquet"
+            if not path.exists():  # the client was stopped before it wrote them (the data folder's README)
+                print(f"  {s:7s} {w:8s} no records")
+                continue
+            rows = [r for r in pq.read_table(path).to_pylist() if not r["error"] and not r["warmup"]]
             t0 = min(r["sent_s"] for r in rows)
             reqs = [Request(i, r["sent_s"] - t0, r["input_len"], r["output_len"]) for i, r in enumerate(rows)]
             sim = figures(cs.engine(cs.TRITON_BF16, terms, card).run(reqs))
