@@ -215,33 +215,53 @@ def real_figures(rows: list[dict[str, Any]]) -> dict[str, float]:
     return out
 
 
-def replay(card: str, terms: SGLangTerms, label: str) -> None:
-    """Each phase's measured requests (warm-ups excluded) replayed with their real send times and lengths through
-    the simulator on `card` with `terms`: sim/real and |error| %. With the committed terms on an H100 this is held out
-    twice over: SGLang's terms were fitted on H200 logs and studies only, and nothing was fitted on these runs."""
+Phase = tuple[str, str, list[Any], dict[str, float]]  # server, workload, requests as sent, measured figures
+
+
+def phase_requests(data: Path) -> list[Phase | tuple[str, str]]:
+    """Each phase's measured requests (warm-ups excluded) with their real send times and lengths, and the figures
+    measured on them; (server, workload) alone where the client was stopped before it wrote its records."""
     import pyarrow.parquet as pq
 
     from tuner.load.records import Request
-    from tuner.sim.reference import figures
 
-    print(f"replayed through the simulator ({card}, {label}; sim/real, |error| %):")
-    print("  phase           " + " ".join(f"{k.replace('_ms', ''):>22s}" for k in SHOW))
-    errs: list[list[float]] = []
+    out: list[Phase | tuple[str, str]] = []
     for s in SERVERS:
         for w, sub_dir in (("random", "bench"), ("dynamic", "bench_dynamic")):
-            path = DATA / s / sub_dir / "records.parquet"
-            if not path.exists():  # the client was stopped before it wrote them (the data folder's README)
-                print(f"  {s:7s} {w:8s} no records")
+            path = data / s / sub_dir / "records.parquet"
+            if not path.exists():  # the data folder's README says why
+                out.append((s, w))
                 continue
             rows = [r for r in pq.read_table(path).to_pylist() if not r["error"] and not r["warmup"]]
             t0 = min(r["sent_s"] for r in rows)
             reqs = [Request(i, r["sent_s"] - t0, r["input_len"], r["output_len"]) for i, r in enumerate(rows)]
-            sim = figures(cs.engine(cs.TRITON_BF16, terms, card).run(reqs))
-            real = real_figures(rows)
-            e = [abs(sim[k] / real[k] - 1) * 100 for k in SHOW]
-            errs.append(e)
-            print(f"  {s:7s} {w:8s}" + " ".join(f"{sim[k]:8.1f}/{real[k]:8.1f} {x:3.0f}%" for k, x in zip(SHOW, e,
-                                                                                                      strict=True)))
+            out.append((s, w, reqs, real_figures(rows)))
+    return out
+
+
+def simulated(card: str, terms: SGLangTerms, reqs: list[Any]) -> dict[str, float]:
+    from tuner.sim.reference import figures
+
+    return figures(cs.engine(cs.TRITON_BF16, terms, card).run(reqs))
+
+
+def replay(card: str, terms: SGLangTerms, label: str, data: Path | None = None) -> None:
+    """phase_requests through the simulator on `card` with `terms`: sim/real and |error| %. With the committed terms
+    on an H100 this is held out twice over: SGLang's terms were fitted on H200 logs and studies only, and nothing was
+    fitted on these runs."""
+    print(f"replayed through the simulator ({card}, {label}; sim/real, |error| %):")
+    print("  phase           " + " ".join(f"{k.replace('_ms', ''):>22s}" for k in SHOW))
+    errs: list[list[float]] = []
+    for ph in phase_requests(data or DATA):
+        if len(ph) == 2:
+            print(f"  {ph[0]:7s} {ph[1]:8s} no records")
+            continue
+        s, w, reqs, real = ph
+        sim = simulated(card, terms, reqs)
+        e = [abs(sim[k] / real[k] - 1) * 100 for k in SHOW]
+        errs.append(e)
+        print(f"  {s:7s} {w:8s}" + " ".join(f"{sim[k]:8.1f}/{real[k]:8.1f} {x:3.0f}%" for k, x in zip(SHOW, e,
+                                                                                                  strict=True)))
     med = np.median(np.array(errs), axis=0)
     print("  median |error| %: " + " ".join(f"{k.replace('_ms', '')}={m:.1f}" for k, m in zip(SHOW, med, strict=True)))
 
@@ -275,9 +295,9 @@ def main() -> None:
     v = verdict(r)
     print(f"verdict: {v}")
     if v.startswith("W"):
-        a, b = fit_w_form(eng, got)
-        replay(gpu(), w_terms(a, b), "the W form: in-sample, fitted on these runs' decode intervals")
-        judge(a, b)
+        c0, c1 = fit_w_form(eng, got)
+        replay(gpu(), w_terms(c0, c1), "the W form: in-sample, fitted on these runs' decode intervals")
+        judge(c0, c1)
 
 
 if __name__ == "__main__":
