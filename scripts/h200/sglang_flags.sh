@@ -9,6 +9,8 @@
 # pays over the sweep's (benchmarks/sglang_step_forms.py) can be put on the workload or on the host. Each phase's
 # start and end (UTC and the host clock the server log uses) go to phases.txt, to split the server log by phase;
 # the Prefill/Decode batch lines are kept in batches.log.gz.
+# WORKLOADS="probe-B-IN ...": B requests of IN prompt tokens and 512 output tokens sent at once (rate inf, no
+# warm-ups), so the server decodes a batch of B with no prefill between its log lines (benchmarks/sglang_batch_probe.py).
 # usage: RATE=6 NP=300 bash scripts/h200/sglang_flags.sh NAME [sglang flags...]
 # env: MODEL_DIR (.gpu/model) PORT (30000) RATE NP DEADLINE (epoch s; the call's end) WORKLOADS (random)
 set -uo pipefail
@@ -32,13 +34,16 @@ if [ $RC -eq 0 ]; then
     case $W in
       random) DATA=(--dataset-name random --random-input-len 2048 --random-output-len 512 --random-range-ratio 0) ;;
       dynamic) DATA=(--dataset-name dynamic) ;;
+      probe-*-*) P=${W#probe-}
+        DATA=(--dataset-name random --random-input-len "${P#*-}" --random-output-len 512 --random-range-ratio 0) ;;
       *) echo "error: WORKLOADS: unknown workload '$W' | fix: use random and/or dynamic" >&2; continue ;;
     esac
     SUF=$([ "$W" = random ] && echo "" || echo "_$W")
+    LOAD=(--rate "${RATE:-6}" --requests "${NP:-300}" --warmup 8)
+    case $W in probe-*-*) P=${W#probe-}; LOAD=(--rate inf --requests "${P%%-*}" --warmup 0) ;; esac
     echo "$W start $(date -u +%FT%T) local $(date '+%F %T')" >> "$O/phases.txt"
     PYTHONPATH=$SS:$PWD timeout $((DEADLINE - $(date +%s) - 20)) python3 -m tuner.bench \
-      --url "http://127.0.0.1:$PORT" --model qwen3-8b-dummy "${DATA[@]}" --prompt token_ids --rate "${RATE:-6}" \
-      --requests "${NP:-300}" --warmup 8 --seed 0 --metrics-prefix sglang: --no-progress --save-detailed \
+      --url "http://127.0.0.1:$PORT" --model qwen3-8b-dummy "${DATA[@]}" --prompt token_ids "${LOAD[@]}" --seed 0 --metrics-prefix sglang: --no-progress --save-detailed \
       --output "$O/bench$SUF" > "$O/bench$SUF.log" 2>&1
     echo "bench $W rc=$?"; tail -25 "$O/bench$SUF.log"
     echo "$W end $(date -u +%FT%T) local $(date '+%F %T')" >> "$O/phases.txt"
