@@ -41,7 +41,7 @@ import calibrate_sglang as cs  # noqa: E402
 import calibrate_sglang_h100 as h1  # noqa: E402
 import sglang_workload_host as wh  # noqa: E402
 
-from tuner.sim.calibration import SGLANG_FITTED  # noqa: E402
+from tuner.sim.calibration import SGLANG_FITTED, SGLANG_FITTED_H100  # noqa: E402
 from tuner.sim.sglang_cost import SGLangTerms  # noqa: E402
 
 DATA = ROOT / "benchmarks/reference/h100-sglang-0.5.17-batch-probe"
@@ -89,10 +89,16 @@ def main() -> None:
           f"{b * 1e6:.4f} ms per k tokens of context per sequence, triton_e_kv = {e_kv:.4f} "
           f"(committed {SGLANG_FITTED.triton_e_kv})")
     h100 = dataclasses.replace(SGLANG_FITTED, triton_decode_s=c0, triton_kv_seq_s=b, triton_e_kv=e_kv)
-    step_table(got, {"committed": SGLANG_FITTED, "H100 fit": h100})
+    shipped = SGLANG_FITTED_H100
+    same = all(np.isclose(getattr(shipped, k), getattr(h100, k), rtol=1e-5) for k in ("triton_decode_s",
+                                                                                   "triton_kv_seq_s", "triton_e_kv"))
+    print(f"in tuner/sim/calibration.py SGLANG_FITTED_H100: triton_decode_s={shipped.triton_decode_s} "
+          f"triton_kv_seq_s={shipped.triton_kv_seq_s} triton_e_kv={shipped.triton_e_kv} "
+          f"({'this fit' if same else 'NOT this fit'})")
+    step_table(got, {"H200 terms": SGLANG_FITTED, "H100 fit": h100})
     phases = [(f"{i}:{s}", w, r, f) for i, run in ((1, h1.RUN1), (2, h1.RUN2)) for s, w, r, f in h1.recorded(run)]
     print("the two workload runs' recorded phases (held out), |error| %:")
-    old, new = h1.table("committed terms", SGLANG_FITTED, phases), h1.table("H100 terms", h100, phases)
+    old, new = h1.table("H200 terms (SGLANG_FITTED)", SGLANG_FITTED, phases), h1.table("H100 terms", h100, phases)
     drops = {k: statistics.median(o[k] for o in old) - statistics.median(n[k] for n in new) for k in h1.TPOT}
     worst = max(n[k] for n in new for k in h1.TPOT)
     ships = all(d >= 10.0 for d in drops.values()) and worst <= 10.0

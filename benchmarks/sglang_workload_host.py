@@ -79,7 +79,7 @@ from tuner.sim.calibration import SGLANG_FITTED  # noqa: E402
 from tuner.sim.engine import SimulatedEngine  # noqa: E402
 from tuner.sim.sglang_cost import SGLangTerms  # noqa: E402
 
-DATA = Path(sys.argv[1]).resolve() if len(sys.argv) > 1 else ROOT / "benchmarks/reference/h100-sglang-0.5.17-workload"
+DATA = ROOT / "benchmarks/reference/h100-sglang-0.5.17-workload"  # the command line's folder, if one is given
 SERVERS = ("ctx16k", "ctxdef")
 WORKLOADS = ("random", "dynamic")
 MIN_INTERVALS = 15
@@ -95,8 +95,7 @@ def phases(folder: Path) -> dict[str, tuple[datetime, datetime]]:
         parts = line.split()
         if len(parts) >= 6 and parts[3] == "local":
             marks[(parts[0], parts[1])] = datetime.fromisoformat(f"{parts[4]} {parts[5]}")
-    return {w: (marks[(w, "start")], marks[(w, "end")]) for w in WORKLOADS if (w, "start") in marks
-            and (w, "end") in marks}
+    return {w: (t, marks[(w, "end")]) for (w, kind), t in marks.items() if kind == "start" and (w, "end") in marks}
 
 
 def phase_samples(folder: Path) -> dict[str, list[Sample]]:
@@ -271,7 +270,7 @@ def main() -> None:
     got: dict[tuple[str, str], list[Sample]] = {}
     eng = base_engine(gpu())
     print(f"card: {gpu()}")
-    replay(gpu(), SGLANG_FITTED, "committed SGLang terms")
+    replay(gpu(), SGLANG_FITTED, "SGLANG_FITTED, the H200's terms")
     print("phase            n   batch  ctx/seq  step ms  residual ms (over the committed step without step_extra_s)")
     for s in SERVERS:
         by_workload = phase_samples(DATA / s)
@@ -301,4 +300,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    if len(sys.argv) > 1:
+        DATA = Path(sys.argv[1]).resolve()
     main()

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import gzip
+import re
+from pathlib import Path
+
 import pytest
 
 from tuner.common.errors import EngineStartError
@@ -95,3 +99,31 @@ def test_larger_memory_fraction_gives_more_kv() -> None:
     lo, hi = start("sglang", mem_fraction_static=0.8), start("sglang", mem_fraction_static=0.9)
     assert hi.kv_capacity_tokens > lo.kv_capacity_tokens
     assert hi.resolved["max_running_requests"] >= 1
+
+
+REF = Path(__file__).resolve().parents[2] / "benchmarks/reference"
+
+
+def _logged_pool(path: Path, pattern: str) -> int:
+    text = gzip.open(path, "rt").read() if path.suffix == ".gz" else path.read_text()
+    m = re.search(pattern, text)
+    assert m, f"{path}: no {pattern!r}"
+    return int(m[1])
+
+
+@pytest.mark.parametrize(("gpu", "log", "pattern", "fraction"), [
+    ("H100", "h100-sglang-0.5.17-workload/ctxdef/server.log.gz", r"KV Cache is allocated.*#tokens: (\d+)", 0.83),
+    ("H200", "h200-sglang-0.5.17-sweep/README.md", r"max_total_num_tokens=(\d+)", 0.903),
+])
+def test_sglang_default_pool_matches_its_logs(gpu: str, log: str, pattern: str, fraction: float) -> None:
+    """SGLang's default static fraction is a fixed reserve off the card (0.83 on an H100, 0.903 on an H200 in its
+    logs), and its pool loses what the context held before it started: the simulated pool is SGLang's within 0.2 %."""
+    eng = start(flavour="sglang", gpu=gpu, mml=16384, attention_backend="triton")
+    assert eng.cfg["mem_fraction_static"] == pytest.approx(fraction, abs=0.0015)
+    assert eng.kv_capacity_tokens == pytest.approx(_logged_pool(REF / log, pattern), rel=0.002)
+
+
+def test_sglang_reserve_is_fixed_so_smaller_cards_keep_a_smaller_fraction() -> None:
+    h200, h100 = (start(flavour="sglang", gpu=g, mml=16384).cfg["mem_fraction_static"] for g in ("H200", "H100"))
+    assert h200 > h100
+    assert (1 - h100) * 79.19 == pytest.approx((1 - h200) * 139.8, rel=0.03)  # the same GiB held back on both

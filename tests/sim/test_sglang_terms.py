@@ -14,10 +14,11 @@ from benchmarks.calibrate_sglang import (
     TRITON_BF16,
     TRITON_FP8,
     decode_samples,
+    predicted,
     simulate_point,
 )
 from tuner.load.records import Request
-from tuner.sim.calibration import FITTED, SGLANG_FIT_POINTS, SGLANG_FITTED
+from tuner.sim.calibration import FITTED, SGLANG_FIT_POINTS, SGLANG_FITTED, SGLANG_FITTED_H100
 from tuner.sim.engine import SimulatedEngine
 from tuner.sim.reference import JOINT_STUDY, StudyPoint, simulate_study_point, study_points
 from tuner.sim.sglang_cost import SGLangTerms, sglang_calibration
@@ -116,3 +117,43 @@ def test_sweep_log_confirms_the_triton_kv_read_term() -> None:
     (_, slope), *_ = np.linalg.lstsq(np.c_[np.ones(len(smp)), ctx], y, rcond=None)
     e_kv = plain.cost.dec_b * plain.cal.e_kv / slope
     assert len(smp) > 100 and abs(e_kv / SGLANG_FITTED.triton_e_kv - 1) < 0.10
+
+
+def _default(gpu: str) -> SimulatedEngine:
+    return SimulatedEngine(flavour="sglang", gpu=gpu, shape="qwen3-8b", args=dict(TRITON_BF16), max_model_len=16384)
+
+
+def test_terms_are_chosen_by_card() -> None:
+    """By default an SGLang engine runs on its card's fit: the H100's own decode terms there, the H200's elsewhere;
+    terms passed in win, and the H100's prefill steps keep the H200's fixed extra."""
+    h100, h200, a100 = _default("H100"), _default("H200"), _default("A100")
+    assert h100.cal.e_kv == SGLANG_FITTED_H100.triton_e_kv != SGLANG_FITTED.triton_e_kv
+    assert h100.cal.kv_seq_s == SGLANG_FITTED_H100.triton_kv_seq_s > 0
+    assert h100.cal.o_step_s == h200.cal.o_step_s == FITTED.o_step_s + SGLANG_FITTED.step_extra_s
+    assert h100.cal.dec_step_extra_s == pytest.approx(SGLANG_FITTED_H100.triton_decode_s - SGLANG_FITTED.step_extra_s)
+    assert h200.cal.e_kv == a100.cal.e_kv == SGLANG_FITTED.triton_e_kv and h200.cal.kv_seq_s == 0
+    forced = SimulatedEngine(flavour="sglang", gpu="H100", shape="qwen3-8b", args=dict(TRITON_BF16),
+                             max_model_len=16384, sglang_terms=SGLANG_FITTED)
+    assert forced.cal == _engine(TRITON_BF16).cal
+    with pytest.raises(ValueError, match="sglang_terms"):
+        SimulatedEngine(flavour="sglang", gpu="H100", shape="qwen3-8b", args={}, max_model_len=16384,
+                        sglang_terms="h100")
+
+
+def test_h100_decode_step_follows_the_batch_probe() -> None:
+    """The H100 terms hold the probe's median decode steps (benchmarks/results/sim/sglang_batch_probe.txt) within
+    11 % at every batch size, where the H200's read up to 29 % slow on the same card."""
+    from benchmarks.sglang_batch_probe import probe_samples
+
+    got = {w: s for w, s in probe_samples().items() if len(s) >= 3}
+    assert len(got) == 11
+    h100, h200 = _default("H100"), SimulatedEngine(flavour="sglang", gpu="H100", shape="qwen3-8b",
+                                                   args=dict(TRITON_BF16), max_model_len=16384,
+                                                   sglang_terms=SGLANG_FITTED)
+    worst = {"h100": 0.0, "h200": 0.0}
+    for samples in got.values():
+        real = statistics.median(s[2] for s in samples)
+        for name, eng in (("h100", h100), ("h200", h200)):
+            sim = statistics.median(float(x) for x in predicted(eng, samples))
+            worst[name] = max(worst[name], abs(sim / real - 1))
+    assert worst["h100"] < 0.11 < 0.25 < worst["h200"]

@@ -7,6 +7,8 @@ tuner/sim/reference.py); other GPUs reuse these factors (see docs/sim.md).
 
 from __future__ import annotations
 
+import dataclasses
+
 from tuner.sim.cost import Calibration
 from tuner.sim.sglang_cost import SGLangTerms
 
@@ -111,3 +113,22 @@ SGLANG_FITTED = SGLangTerms(
     triton_fp8_kv_gain=1.0,
     triton_fp8_attn_gain=1.0,
 )
+
+# SGLang 0.5.17 on the H100 (issue 17, benchmarks/sglang_batch_probe.py, rule in its docstring, committed before the run):
+# the triton decode step fitted on a batch probe (batches of 1-96 decoding with no prefill between the log's lines,
+# benchmarks/reference/h100-sglang-0.5.17-batch-probe): triton_decode_s in place of step_extra_s on decode-only steps,
+# triton_kv_seq_s x context per sequence, triton_e_kv. Prefill steps keep the H200 terms. Judged on the seven recorded
+# phases of two H100 workload runs, none fitted on: median |error| P50 TPOT 29.2 -> 4.3 %, P99 TPOT 23.7 -> 2.3 %,
+# worst phase 9.7 % (benchmarks/results/sim/sglang_batch_probe.txt).
+SGLANG_FITTED_H100 = dataclasses.replace(
+    SGLANG_FITTED,
+    triton_decode_s=0.000332124,
+    triton_kv_seq_s=1.42967e-07,
+    triton_e_kv=0.81359,
+)
+SGLANG_BY_GPU = {"H100": SGLANG_FITTED_H100}
+
+
+def sglang_terms_for(gpu: str) -> SGLangTerms:
+    """SGLang's terms on `gpu` (the catalog's name): the card's own fit where there is one, else the H200's."""
+    return SGLANG_BY_GPU.get(gpu, SGLANG_FITTED)

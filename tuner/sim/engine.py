@@ -15,7 +15,7 @@ import numpy as np
 from tuner.common.errors import EngineStartError
 from tuner.load.records import Request, RequestRecord
 from tuner.sim.api_server import api_queue, api_rounds, stream_late
-from tuner.sim.calibration import FITTED, SGLANG_FITTED
+from tuner.sim.calibration import FITTED, sglang_terms_for
 from tuner.sim.catalog import get_gpu, get_shape
 from tuner.sim.core import DONE, Core, Seq
 from tuner.sim.cost import Calibration, StepCost
@@ -42,9 +42,10 @@ class SimulatedEngine:
                  tensor_parallel_size: int = 1, dtype: str = "bfloat16",
                  calibration: Calibration | None = None,
                  speculative: Mapping[str, Mapping[str, Any]] | None = None,
-                 sglang_terms: SGLangTerms | None = SGLANG_FITTED) -> None:
+                 sglang_terms: SGLangTerms | None | str = "card") -> None:
         """`speculative`: the study's figures per method (acceptance_length, at_tokens, draft_layers);
-        `sglang_terms`: SGLang's own step-cost terms over the calibration (None: the calibration alone)."""
+        `sglang_terms`: SGLang's own step-cost terms over the calibration ("card": those fitted for this GPU,
+        tuner.sim.calibration.sglang_terms_for; None: the calibration alone)."""
         self._init_kw: dict[str, Any] = dict(flavour=flavour, gpu=gpu, shape=shape, args=dict(args),
                                              max_model_len=max_model_len, tensor_parallel_size=tensor_parallel_size,
                                              dtype=dtype, calibration=calibration, speculative=speculative,
@@ -52,6 +53,10 @@ class SimulatedEngine:
         self.flavour = flavour
         self.shape = get_shape(shape)
         self.gpu = get_gpu(gpu)
+        if isinstance(sglang_terms, str):
+            if sglang_terms != "card":
+                raise ValueError(f"sglang_terms: expected SGLangTerms, None or 'card', got {sglang_terms!r}")
+            sglang_terms = sglang_terms_for(self.gpu.name)
         self.max_model_len = max_model_len
         self.cal = calibration or FITTED
         cfg = resolve_args(flavour, gpu, shape, max_model_len, args)

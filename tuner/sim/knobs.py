@@ -97,13 +97,23 @@ def _sglang_chunk(gpu: GPU) -> int:
     return 16384
 
 
-def _sglang_mem_fraction(gpu: GPU) -> float:
-    """SGLang reserves room for activations and CUDA graphs; larger GPUs keep a larger static fraction."""
-    if gpu.mem_gib < 50:
-        return 0.85
-    if gpu.mem_gib < 100:
-        return 0.88
-    return 0.9
+# SGLang's prefill CUDA-graph capture sizes: (first, last, step) runs, those up to its prefill chunk are captured
+_PREFILL_GRAPH_RUNS = ((4, 32, 4), (48, 256, 16), (288, 512, 32), (576, 1024, 64), (1280, 4096, 256), (4608, 1 << 30, 512))
+
+
+def _sglang_mem_fraction(gpu: GPU, chunk: int, graph_bs: int) -> float:
+    """SGLang 0.5.x's own default: a fixed reserve in MiB, not a share of the card: 512 + 1.5 per token of the
+    larger of the prefill chunk and 2048 (activations) + 128 (one GPU's parallel slack) + 2 per decode graph batch
+    size + 8 per prefill graph capture size, at least 10 GiB on cards over 60 GiB; the rest of the card, rounded
+    to 3 places, is the static fraction. Its logs: 0.903 on the H200 (this gives 0.903) and 0.83 on the H100 (0.829:
+    torch's total, which `mem_gib` is, is 469 MiB under nvidia-smi's, which SGLang reads);
+    benchmarks/reference/h*-sglang-0.5.17-*/."""
+    n_prefill = sum(len(range(a, min(b, chunk) + 1, step)) for a, b, step in _PREFILL_GRAPH_RUNS if a <= chunk)
+    reserve = 512 + 1.5 * max(chunk, 2048) + 128 + 2 * graph_bs + 8 * n_prefill
+    mib = gpu.mem_gib * 1024
+    if mib > 60 * 1024:
+        reserve = max(reserve, 10 * 1024)
+    return round((mib - reserve) / mib, 3)
 
 
 def default_args(flavour: str, gpu: str, shape: str, max_model_len: int) -> dict[str, Any]:
@@ -132,15 +142,16 @@ def default_args(flavour: str, gpu: str, shape: str, max_model_len: int) -> dict
         }
     if flavour == "sglang":
         chunk = _sglang_chunk(g)
+        graph_bs = 256 if g.large else 160
         return {
             "max_running_requests": None,  # resolved from the KV pool size at start
             "chunked_prefill_size": chunk,
             "max_prefill_tokens": 16384,
-            "mem_fraction_static": _sglang_mem_fraction(g),
+            "mem_fraction_static": _sglang_mem_fraction(g, chunk, graph_bs),
             "page_size": 1,
             "schedule_policy": "fcfs",
             "schedule_conservativeness": 1.0,
-            "cuda_graph_max_bs": 256 if g.large else 160,
+            "cuda_graph_max_bs": graph_bs,
             "disable_cuda_graph": False,
             "disable_radix_cache": False,
             **dict.fromkeys(_UNSET_SGLANG),

@@ -175,7 +175,10 @@ def plan_sglang(shape: ModelShape, gpu: GPU, a: dict[str, Any], max_model_len: i
     weights = _weights(shape, tp, nb, fp8_weights, draft_layers)
     if weights > free:
         raise _oom(weights, free, total)
-    kv = mfs * total - weights
+    # SGLang sizes the pool from the free memory it measures after loading the weights, less (1 - mfs) x total: what
+    # the context held before it started comes out of the pool (its logs: 363,119 tokens on the H100, 803,502 on the
+    # H200; this gives 363,234 and 804,443)
+    kv = mfs * total - weights - FREE_AT_START_GIB
     if kv <= 0:
         raise EngineStartError(TrialOutcome.OOM, "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.")
     per_tok = _kv_per_token(shape, tp, nb, fp8_kv, draft_layers)
