@@ -88,3 +88,13 @@ def test_string_values_from_command_lines_are_coerced() -> None:
                           args={"max-num-seqs": "64", "enable_chunked_prefill": "true"}, max_model_len=8192)
     assert eng.resolved["max_num_seqs"] == 64 and eng.resolved["enable_chunked_prefill"] is True
     assert eng.resolved["gpu"] == "H100"
+
+
+@pytest.mark.parametrize(("gpu", "graph_bs", "chunk"), [("H200", 256, 8192), ("H100", 256, 8192), ("A100", 256, 8192),
+                                                        ("L40S", 32, 4096)])
+def test_sglang_defaults_follow_its_memory_branches(gpu: str, graph_bs: int, chunk: int) -> None:
+    """SGLang picks its graph cap and prefill chunk by GPU memory alone (an A100 80GB gets the H100's, unlike vLLM's
+    large-GPU defaults), and its static fraction is what is left after a fixed reserve: larger cards keep more."""
+    a = default_args("sglang", gpu, "qwen3-8b", 16384)
+    assert (a["cuda_graph_max_bs"], a["chunked_prefill_size"]) == (graph_bs, chunk)
+    assert 0.8 < a["mem_fraction_static"] < 0.91

@@ -97,6 +97,14 @@ def _sglang_chunk(gpu: GPU) -> int:
     return 16384
 
 
+def _sglang_graph_bs(gpu: GPU) -> int:
+    """SGLang's decode CUDA-graph batch cap by GPU memory, below 4-way tensor parallelism (0.5.x server_args)."""
+    for below, bs in ((20, 8), (35, 24), (60, 32), (160, 256)):
+        if gpu.mem_gib < below:
+            return bs
+    return 512
+
+
 # SGLang's prefill CUDA-graph capture sizes: (first, last, step) runs, those up to its prefill chunk are captured
 _PREFILL_GRAPH_RUNS = ((4, 32, 4), (48, 256, 16), (288, 512, 32), (576, 1024, 64), (1280, 4096, 256), (4608, 1 << 30, 512))
 
@@ -142,7 +150,7 @@ def default_args(flavour: str, gpu: str, shape: str, max_model_len: int) -> dict
         }
     if flavour == "sglang":
         chunk = _sglang_chunk(g)
-        graph_bs = 256 if g.large else 160
+        graph_bs = _sglang_graph_bs(g)
         return {
             "max_running_requests": None,  # resolved from the KV pool size at start
             "chunked_prefill_size": chunk,
