@@ -31,8 +31,8 @@ class SGLangTerms:
     # triton: extra time of a decode-only step per token of context per sequence (Calibration.kv_seq_s; 0 = off)
     triton_kv_seq_s: float = 0.0
     # triton: a decode-only step's fixed extra time in place of step_extra_s (None: step_extra_s). With
-    # triton_kv_seq_s it is the decode form fitted by benchmarks/sglang_workload_host.py; prefill (extend) steps
-    # keep step_extra_s, with which the prefill terms were fitted
+    # triton_kv_seq_s it is the W form of benchmarks/sglang_workload_host.py (the H100's: sglang_batch_probe.py);
+    # prefill (extend) steps keep step_extra_s, with which the prefill terms were fitted
     triton_decode_s: float | None = None
     triton_fp8_kv_gain: float = 1.0  # triton: KV reads from an FP8 cache cost as BF16's
     triton_fp8_attn_gain: float = 1.0  # triton: no FP8 tensor-core attention
