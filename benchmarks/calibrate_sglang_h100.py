@@ -32,13 +32,10 @@ import statistics
 import sys
 from pathlib import Path
 
-import numpy as np
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-import calibrate_sglang as cs  # noqa: E402
 import sglang_workload_host as wh  # noqa: E402
 
 from tuner.sim.calibration import SGLANG_FITTED  # noqa: E402
@@ -48,53 +45,22 @@ RUN1 = ROOT / "benchmarks/reference/h100-sglang-0.5.17-workload"
 RUN2 = ROOT / "benchmarks/reference/h100-sglang-0.5.17-workload-2"
 CARD = "H100"
 SCORED = ("output_throughput", "p50_ttft_ms", "p99_ttft_ms", "p50_tpot_ms", "p99_tpot_ms")
-TPOT = ("p50_tpot_ms", "p99_tpot_ms")
 EXTRA_GRID = [round(0.25 * i, 2) for i in range(11)]  # ms
 ATTN_GRID = [round(0.2 + 0.02 * i, 2) for i in range(21)]
 
 
-def recorded(data: Path) -> list[wh.Phase]:
-    return [ph for ph in wh.phase_requests(data) if len(ph) == 4]  # type: ignore[misc]
-
-
-def errors(terms: SGLangTerms, phases: list[wh.Phase]) -> list[dict[str, float]]:
-    """|error| % of every figure per phase, the phases replayed on the H100 with `terms`."""
-    out = []
-    for _, _, reqs, real in phases:
-        sim = wh.simulated(CARD, terms, reqs)
-        out.append({k: abs(sim[k] / real[k] - 1) * 100 for k in wh.SHOW})
-    return out
-
-
 def score(terms: SGLangTerms, phases: list[wh.Phase]) -> float:
-    return statistics.mean(e[k] for e in errors(terms, phases) for k in SCORED)
+    return statistics.mean(e[k] for e in wh.phase_errors(CARD, terms, phases) for k in SCORED)
 
 
 def decode_form(data: Path) -> tuple[float, float]:
     """The W form's (a ms, b ms per k tokens of context per sequence) on run 1's clean decode intervals."""
-    eng = wh.base_engine(CARD)
-    got: dict[tuple[str, str], list[wh.Sample]] = {}
-    for s in wh.SERVERS:
-        for w, samples in wh.phase_samples(data / s).items():
-            got[(s, w)] = samples
-    a = np.array([x for v in got.values() for x in v])
-    y = (a[:, 2] - cs.predicted(eng, [tuple(x) for x in a])) * 1e3
-    (c0, c1), *_ = np.linalg.lstsq(wh.forms.design(a, wh.PER_SEQ), y, rcond=None)
-    return float(c0), float(c1)
-
-
-def table(label: str, terms: SGLangTerms, phases: list[wh.Phase]) -> list[dict[str, float]]:
-    errs = errors(terms, phases)
-    print(f"  {label}:")
-    for (s, w, _, _), e in zip(phases, errs, strict=True):
-        print(f"    {s:7s} {w:8s} " + " ".join(f"{k.replace('_ms', '')}={e[k]:5.1f}" for k in wh.SHOW))
-    print("    median   " + " ".join(f"{k.replace('_ms', '')}={statistics.median(e[k] for e in errs):5.1f}"
-                                      for k in wh.SHOW))
-    return errs
+    samples = [x for s in wh.SERVERS for v in wh.phase_samples(data / s).values() for x in v]
+    return wh.w_form(wh.base_engine(CARD), samples)
 
 
 def main() -> None:
-    run1, run2 = recorded(RUN1), recorded(RUN2)
+    run1, run2 = wh.recorded(RUN1), wh.recorded(RUN2)
     c0, c1 = decode_form(RUN1)
     print(f"decode (run 1's clean decode intervals): triton_decode_s = {c0:.3f} ms, triton_kv_seq_s = {c1:.4f} ms "
           "per k tokens of context per sequence")
@@ -107,15 +73,11 @@ def main() -> None:
     h100 = dataclasses.replace(base, step_extra_s=x * 1e-3, triton_e_attn=e)
     print(f"H100 terms: {h100}")
     print("run 1 (fit), |error| %:")
-    table("committed terms", SGLANG_FITTED, run1)
-    table("H100 terms", h100, run1)
+    wh.error_table(CARD, "committed terms", SGLANG_FITTED, run1)
+    wh.error_table(CARD, "H100 terms", h100, run1)
     print("run 2 (held out), |error| %:")
-    old, new = table("committed terms", SGLANG_FITTED, run2), table("H100 terms", h100, run2)
-    drops = {k: statistics.median(o[k] for o in old) - statistics.median(n[k] for n in new) for k in TPOT}
-    worst = max(n[k] for n in new for k in TPOT)
-    ships = all(d >= 10.0 for d in drops.values()) and worst <= 10.0
-    print(f"rule: median drop P50 TPOT {drops['p50_tpot_ms']:.1f} / P99 TPOT {drops['p99_tpot_ms']:.1f} points "
-          f"(each >= 10), worst run-2 phase TPOT |error| {worst:.1f} % (<= 10): {'ships' if ships else 'does not ship'}")
+    old = wh.error_table(CARD, "committed terms", SGLANG_FITTED, run2)
+    wh.tpot_rule(old, wh.error_table(CARD, "H100 terms", h100, run2), "run-2 phase")
 
 
 if __name__ == "__main__":

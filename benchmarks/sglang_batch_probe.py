@@ -27,7 +27,6 @@ Output: benchmarks/results/sim/sglang_batch_probe.txt.
 from __future__ import annotations
 
 import dataclasses
-import statistics
 import sys
 from pathlib import Path
 
@@ -38,13 +37,13 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import calibrate_sglang as cs  # noqa: E402
-import calibrate_sglang_h100 as h1  # noqa: E402
 import sglang_workload_host as wh  # noqa: E402
 
 from tuner.sim.calibration import SGLANG_FITTED, SGLANG_FITTED_H100  # noqa: E402
 from tuner.sim.sglang_cost import SGLangTerms  # noqa: E402
 
 DATA = ROOT / "benchmarks/reference/h100-sglang-0.5.17-batch-probe"
+RUNS = (ROOT / "benchmarks/reference/h100-sglang-0.5.17-workload", ROOT / "benchmarks/reference/h100-sglang-0.5.17-workload-2")
 SERVER = "probe"
 CARD = "H100"
 MIN_INTERVALS = 3
@@ -96,14 +95,10 @@ def main() -> None:
           f"triton_kv_seq_s={shipped.triton_kv_seq_s} triton_e_kv={shipped.triton_e_kv} "
           f"({'this fit' if same else 'NOT this fit'})")
     step_table(got, {"H200 terms": SGLANG_FITTED, "H100 fit": h100})
-    phases = [(f"{i}:{s}", w, r, f) for i, run in ((1, h1.RUN1), (2, h1.RUN2)) for s, w, r, f in h1.recorded(run)]
+    phases = [(f"{i}:{s}", w, r, f) for i, run in enumerate(RUNS, 1) for s, w, r, f in wh.recorded(run)]
     print("the two workload runs' recorded phases (held out), |error| %:")
-    old, new = h1.table("H200 terms (SGLANG_FITTED)", SGLANG_FITTED, phases), h1.table("H100 terms", h100, phases)
-    drops = {k: statistics.median(o[k] for o in old) - statistics.median(n[k] for n in new) for k in h1.TPOT}
-    worst = max(n[k] for n in new for k in h1.TPOT)
-    ships = all(d >= 10.0 for d in drops.values()) and worst <= 10.0
-    print(f"rule: median drop P50 TPOT {drops['p50_tpot_ms']:.1f} / P99 TPOT {drops['p99_tpot_ms']:.1f} points "
-          f"(each >= 10), worst phase TPOT |error| {worst:.1f} % (<= 10): {'ships' if ships else 'does not ship'}")
+    old = wh.error_table(CARD, "H200 terms (SGLANG_FITTED)", SGLANG_FITTED, phases)
+    wh.tpot_rule(old, wh.error_table(CARD, "H100 terms", h100, phases), "phase")
 
 
 if __name__ == "__main__":

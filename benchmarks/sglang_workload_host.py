@@ -61,6 +61,7 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import re
+import statistics
 import sys
 from datetime import datetime
 from pathlib import Path
@@ -142,22 +143,27 @@ def verdict(r: dict[tuple[str, str], float]) -> str:
     return "undecided (neither W, C nor H)"
 
 
+def w_form(eng: SimulatedEngine, samples: list[Sample]) -> tuple[float, float]:
+    """(a ms, b ms per k tokens of context per sequence): least squares of the residual over `eng`'s step."""
+    a = np.array(samples)
+    (c0, c1), *_ = np.linalg.lstsq(forms.design(a, PER_SEQ), (a[:, 2] - cs.predicted(eng, samples)) * 1e3, rcond=None)
+    return float(c0), float(c1)
+
+
 def fit_w_form(eng: SimulatedEngine, got: dict[tuple[str, str], list[Sample]]) -> tuple[float, float]:
     """Under W: residual (ms) = a + b x context per sequence (k tokens), least squares over these runs' intervals
     only (sglang_step_forms.py's "+ context per sequence" form: the triton kernel's fixed KV splits); returns (a, b)
     and prints the older sets' step errors under it (sets it never saw)."""
-    samples = [x for s in got.values() for x in s]
-    a = np.array(samples)
-    (c0, c1), *_ = np.linalg.lstsq(forms.design(a, PER_SEQ), (a[:, 2] - cs.predicted(eng, samples)) * 1e3, rcond=None)
+    c0, c1 = w_form(eng, [x for s in got.values() for x in s])
     print(f"W form fitted on these runs: residual ms = {c0:.3f} + {c1:.4f} x context per sequence (k tokens)")
     old = eng if gpu() == "H200" else base_engine("H200")  # the older sets ran on H200s: judged on their card
     resid: dict[str, tuple[float, float]] = {}
     for k, s in forms.sets().items():
         b = np.array(s)
         form = forms.design(b, PER_SEQ) @ np.array([c0, c1])
-        step = cs.predicted(old, s) * 1e3 + form
-        err = float(np.median(np.abs(step / (b[:, 2] * 1e3) - 1)) * 100)
-        resid[k] = (float(np.median(b[:, 2] * 1e3 - cs.predicted(old, s) * 1e3)), float(np.median(form)))
+        base = cs.predicted(old, s) * 1e3
+        err = float(np.median(np.abs((base + form) / (b[:, 2] * 1e3) - 1)) * 100)
+        resid[k] = (float(np.median(b[:, 2] * 1e3 - base)), float(np.median(form)))
         print(f"  {k:38s} n={len(b):3d} median |error| of the step {err:5.1f} %")
     (st, sf), (wt, wf) = resid["studies (fit: t0 @6, t1 @6, @12)"], resid["sweep (3-6 req/s)"]
     print(f"  the older sets' residual gap, studies - sweep: measured {st - wt:.2f} ms, the form {sf - wf:.2f} ms")
@@ -176,20 +182,17 @@ def judge(c0: float, c1: float) -> bool:
     P50 TPOT median |error| drops >= 10 points and no SGLang study point's P50 or P99 TPOT |error| exceeds 10 %;
     vLLM's rows cannot move (a vLLM engine refuses the triton decode terms: tuner/sim/engine.py)."""
     cand = w_terms(c0, c1)
-    tpot = ("p50_tpot_ms", "p99_tpot_ms")
     sweep = {}
     for label, terms in (("committed", SGLANG_FITTED), ("W form", cand)):
-        errs = [abs(sim[k] / real[k] - 1) * 100 for _, _, sim, real in cs.sweep_points(cs.SWEEP, terms)
-                for k in ("p50_tpot_ms",)]
+        errs = [abs(sim["p50_tpot_ms"] / real["p50_tpot_ms"] - 1) * 100
+                for _, _, sim, real in cs.sweep_points(cs.SWEEP, terms)]
         sweep[label] = float(np.median(errs))
         print(f"sweep P50 TPOT median |error| ({label}): {sweep[label]:.1f} %")
     worst = 0.0
     print("SGLang study points, |error| % (P50 TPOT, P99 TPOT): committed -> W form")
     for sp in [sp for r, st in cs.STUDY_SETS for sp in cs.study_points(r, st) if sp.engine == "sglang"]:
-        real = dict(sp.real)
-        old, new = cs.simulate_point(sp, SGLANG_FITTED), cs.simulate_point(sp, cand)
-        e_old = [abs(old[k] / real[k] - 1) * 100 for k in tpot]
-        e_new = [abs(new[k] / real[k] - 1) * 100 for k in tpot]
+        e_old, e_new = ([abs(e) for f, e in zip(cs.FIGURES, cs.point_errors(sp, t), strict=True) if f in TPOT]
+                        for t in (SGLANG_FITTED, cand))
         worst = max(worst, *e_new)
         print(f"  {sp.name:58s} {e_old[0]:5.1f} {e_old[1]:5.1f} -> {e_new[0]:5.1f} {e_new[1]:5.1f}")
     drop = sweep["committed"] - sweep["W form"]
@@ -199,6 +202,7 @@ def judge(c0: float, c1: float) -> bool:
     return ships
 
 
+TPOT = ("p50_tpot_ms", "p99_tpot_ms")
 SHOW = ("output_throughput", "p50_ttft_ms", "p99_ttft_ms", "p50_tpot_ms", "p99_tpot_ms", "p50_itl_ms", "p99_itl_ms")
 
 
@@ -217,25 +221,30 @@ def real_figures(rows: list[dict[str, Any]]) -> dict[str, float]:
 Phase = tuple[str, str, list[Any], dict[str, float]]  # server, workload, requests as sent, measured figures
 
 
-def phase_requests(data: Path) -> list[Phase | tuple[str, str]]:
+def phase_requests(data: Path) -> list[Phase]:
     """Each phase's measured requests (warm-ups excluded) with their real send times and lengths, and the figures
-    measured on them; (server, workload) alone where the client was stopped before it wrote its records."""
+    measured on them; no requests and no figures where the client was stopped before it wrote its records."""
     import pyarrow.parquet as pq
 
     from tuner.load.records import Request
 
-    out: list[Phase | tuple[str, str]] = []
+    out: list[Phase] = []
     for s in SERVERS:
         for w, sub_dir in (("random", "bench"), ("dynamic", "bench_dynamic")):
             path = data / s / sub_dir / "records.parquet"
             if not path.exists():  # the data folder's README says why
-                out.append((s, w))
+                out.append((s, w, [], {}))
                 continue
             rows = [r for r in pq.read_table(path).to_pylist() if not r["error"] and not r["warmup"]]
             t0 = min(r["sent_s"] for r in rows)
             reqs = [Request(i, r["sent_s"] - t0, r["input_len"], r["output_len"]) for i, r in enumerate(rows)]
             out.append((s, w, reqs, real_figures(rows)))
     return out
+
+
+def recorded(data: Path) -> list[Phase]:
+    """The phases whose client wrote its records."""
+    return [ph for ph in phase_requests(data) if ph[2]]
 
 
 def simulated(card: str, terms: SGLangTerms, reqs: list[Any]) -> dict[str, float]:
@@ -251,11 +260,10 @@ def replay(card: str, terms: SGLangTerms, label: str, data: Path | None = None) 
     print(f"replayed through the simulator ({card}, {label}; sim/real, |error| %):")
     print("  phase           " + " ".join(f"{k.replace('_ms', ''):>22s}" for k in SHOW))
     errs: list[list[float]] = []
-    for ph in phase_requests(data or DATA):
-        if len(ph) == 2:
-            print(f"  {ph[0]:7s} {ph[1]:8s} no records")
+    for s, w, reqs, real in phase_requests(data or DATA):
+        if not reqs:
+            print(f"  {s:7s} {w:8s} no records")
             continue
-        s, w, reqs, real = ph
         sim = simulated(card, terms, reqs)
         e = [abs(sim[k] / real[k] - 1) * 100 for k in SHOW]
         errs.append(e)
@@ -263,6 +271,37 @@ def replay(card: str, terms: SGLangTerms, label: str, data: Path | None = None) 
                                                                                                   strict=True)))
     med = np.median(np.array(errs), axis=0)
     print("  median |error| %: " + " ".join(f"{k.replace('_ms', '')}={m:.1f}" for k, m in zip(SHOW, med, strict=True)))
+
+
+def phase_errors(card: str, terms: SGLangTerms, phases: list[Phase]) -> list[dict[str, float]]:
+    """|error| % of every figure per phase, the phases replayed on `card` with `terms`."""
+    out = []
+    for _, _, reqs, real in phases:
+        sim = simulated(card, terms, reqs)
+        out.append({k: abs(sim[k] / real[k] - 1) * 100 for k in SHOW})
+    return out
+
+
+def error_table(card: str, label: str, terms: SGLangTerms, phases: list[Phase]) -> list[dict[str, float]]:
+    """phase_errors, printed per phase and as medians."""
+    errs = phase_errors(card, terms, phases)
+    print(f"  {label}:")
+    for (s, w, _, _), e in zip(phases, errs, strict=True):
+        print(f"    {s:7s} {w:8s} " + " ".join(f"{k.replace('_ms', '')}={e[k]:5.1f}" for k in SHOW))
+    print("    median   " + " ".join(f"{k.replace('_ms', '')}={statistics.median(e[k] for e in errs):5.1f}"
+                                      for k in SHOW))
+    return errs
+
+
+def tpot_rule(old: list[dict[str, float]], new: list[dict[str, float]], scope: str) -> bool:
+    """The H100 rules' ship test: the median P50 and P99 TPOT |error| over the judged phases each drop by >= 10
+    points from `old` to `new`, and no `scope` (a judged phase) reads more than 10 % under `new`; printed."""
+    drops = {k: statistics.median(o[k] for o in old) - statistics.median(n[k] for n in new) for k in TPOT}
+    worst = max(n[k] for n in new for k in TPOT)
+    ships = all(d >= 10.0 for d in drops.values()) and worst <= 10.0
+    print(f"rule: median drop P50 TPOT {drops['p50_tpot_ms']:.1f} / P99 TPOT {drops['p99_tpot_ms']:.1f} points "
+          f"(each >= 10), worst {scope} TPOT |error| {worst:.1f} % (<= 10): {'ships' if ships else 'does not ship'}")
+    return ships
 
 
 def main() -> None:

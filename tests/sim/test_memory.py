@@ -105,7 +105,11 @@ REF = Path(__file__).resolve().parents[2] / "benchmarks/reference"
 
 
 def _logged_pool(path: Path, pattern: str) -> int:
-    text = gzip.open(path, "rt").read() if path.suffix == ".gz" else path.read_text()
+    if path.suffix == ".gz":
+        with gzip.open(path, "rt") as f:
+            text = f.read()
+    else:
+        text = path.read_text()
     m = re.search(pattern, text)
     assert m, f"{path}: no {pattern!r}"
     return int(m[1])

@@ -8,7 +8,7 @@ import random
 from bisect import insort
 from collections import deque
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -42,7 +42,7 @@ class SimulatedEngine:
                  tensor_parallel_size: int = 1, dtype: str = "bfloat16",
                  calibration: Calibration | None = None,
                  speculative: Mapping[str, Mapping[str, Any]] | None = None,
-                 sglang_terms: SGLangTerms | None | str = "card") -> None:
+                 sglang_terms: SGLangTerms | Literal["card"] | None = "card") -> None:
         """`speculative`: the study's figures per method (acceptance_length, at_tokens, draft_layers);
         `sglang_terms`: SGLang's own step-cost terms over the calibration ("card": those fitted for this GPU,
         tuner.sim.calibration.sglang_terms_for; None: the calibration alone)."""
