@@ -71,3 +71,17 @@ def test_an_h100_run_is_not_read_as_a_host_verdict(tmp_path: Path, monkeypatch: 
     r = {(s, w): 0.3 for s in wh.SERVERS for w in wh.WORKLOADS}
     assert wh.gpu() == "H100"
     assert wh.verdict(r).startswith("neither W nor C")
+
+
+def test_the_w_fit_reads_every_server_phase(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The fit main prints is the W form over all four phases of the run's two servers (a first version read the second
+    server's phases twice and the first server's not at all)."""
+    data = Path(wh.ROOT) / "benchmarks/reference/h100-sglang-0.5.17-workload"
+    monkeypatch.setattr(wh, "DATA", data)
+    wh.main()
+    fit = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("W form fitted"))
+    samples = [x for s in wh.SERVERS for w in wh.WORKLOADS for x in wh.phase_samples(data / s)[w]]
+    c0, c1 = wh.w_form(wh.base_engine("H100"), samples)
+    assert fit.endswith(f"residual ms = {c0:.3f} + {c1:.4f} x context per sequence (k tokens)")
+    assert len({round(x[2], 9) for x in wh.phase_samples(data / "ctx16k")["dynamic"]} - {
+        round(x[2], 9) for x in wh.phase_samples(data / "ctxdef")["dynamic"]}) > 0  # the servers' intervals differ
