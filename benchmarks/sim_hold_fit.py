@@ -211,6 +211,65 @@ def grid(window: bool, measured: bool, ingress: bool) -> list[Key]:
     return list(itertools.product(V_MS, CVS, SERIALS, RHOS))
 
 
+Table = dict[str | None, dict[Key, dict[str, float]]]  # base (None: FITTED's, FOLD4B: the 4B fold's) -> key -> losses
+
+
+def grid_losses(keys: list[Key], jobs: int) -> Table:
+    """Every key's fit losses from both bases (Qwen3-8B's and each shape's)."""
+    table: Table = {None: {}, FOLD4B: {}}
+    with Pool(jobs) as pool:
+        for fold, key, row in pool.imap(losses, [(f, k) for f in (None, FOLD4B) for k in keys], chunksize=2):
+            table[fold][key] = row
+    return table
+
+
+def choose(table: Table, keys: list[Key], refit: bool, jobs: int) -> tuple[dict[str, Key], dict[tuple[str | None, Key], Terms]]:
+    """Each fold's key (leave-one-shape-out on the fit losses), and with `refit` the refitted Qwen3-8B step terms of
+    each fold's TOP keys (the key then chosen among those)."""
+    def pick(fold: str, cands: list[Key]) -> Key:
+        on = (FIT8, *(s for s in SHAPES if s != fold))
+        rows = table[FOLD4B if fold == FOLD4B else None]
+        return min(cands, key=lambda g: statistics.mean(rows[g][x] for x in on))
+
+    def ranked(fold: str) -> list[Key]:
+        on = (FIT8, *(s for s in SHAPES if s != fold))
+        rows = table[FOLD4B if fold == FOLD4B else None]
+        return sorted(keys, key=lambda g: statistics.mean(rows[g][x] for x in on))
+
+    folds = (*SHAPES, "all")
+    chosen: dict[str, Key] = {fold: pick(fold, keys) for fold in folds}
+    terms: dict[tuple[str | None, Key], Terms] = {}
+    if refit:
+        todo = list(dict.fromkeys((FOLD4B if f == FOLD4B else None, g) for f in folds for g in ranked(f)[:TOP]))
+        with Pool(jobs) as pool:
+            terms = {(f, g): t for f, g, t in pool.map(refit_of, todo)}
+            refitted = pool.map(refitted_losses, [(f, g, terms[(f, g)]) for f, g in todo])
+        for (f, g), row in zip(todo, refitted, strict=True):
+            table[f][g] = row
+            print(f"refitted {'4B fold' if f else 'FITTED'} {g}: "
+                  + " ".join(f"{n}={v:.4g}" for n, v in terms[(f, g)].items()) + " | "
+                  + " ".join(f"{x}={row[x]:.5f}" for x in (FIT8, *SHAPES)), flush=True)
+        chosen = {fold: pick(fold, [g for f, g in todo if f == (FOLD4B if fold == FOLD4B else None)])
+                  for fold in folds}
+    return chosen, terms
+
+
+def calibration_of(fold: str | None, shape: str | None, key: Key, terms: dict[tuple[str | None, Key], Terms],
+                   seed: int = 0) -> Calibration:
+    """A fold's calibration for `shape`'s points (None: FITTED's points): its key and refitted terms on its base."""
+    kind = FOLD4B if fold == FOLD4B else None
+    extra = terms.get((kind, key), {})
+    return dataclasses.replace(with_key(base(kind, shape), key, seed), **extra)  # type: ignore[arg-type]
+
+
+def fold_calibrations(window: bool, measured: bool, ingress: bool, refit: bool, jobs: int = 2) -> dict[str, Calibration]:
+    """What a run of this script chooses, as calibrations: each held-out shape's fold, and "all" (FITTED's points)."""
+    keys = grid(window, measured, ingress)
+    chosen, terms = choose(grid_losses(keys, jobs), keys, refit, jobs)
+    return {**{s: calibration_of(s, s, chosen[s], terms) for s in SHAPES},
+            "all": calibration_of(None, None, chosen["all"], terms)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--jobs", type=int, default=2)
@@ -225,10 +284,7 @@ def main() -> None:
     a = ap.parse_args()
     t0 = time.time()
     keys = grid(a.window, a.measured, a.ingress)
-    table: dict[str | None, dict[Key, dict[str, float]]] = {None: {}, FOLD4B: {}}
-    with Pool(a.jobs) as pool:
-        for fold, key, row in pool.imap(losses, [(f, k) for f in (None, FOLD4B) for k in keys], chunksize=2):
-            table[fold][key] = row
+    table = grid_losses(keys, a.jobs)
     print(f"{'v ms':>5s} {'cv':>5s} {'ser':>5s} {'rho':>4s} | losses from FITTED: {FIT8:>9s} "
           + " ".join(f"{s:>10s}" for s in SHAPES) + f" | from the 4B fold's terms: {FIT8} + 1.7B / 14B / 32B")
     for key in keys:
@@ -238,36 +294,10 @@ def main() -> None:
               + f" | {own[FIT8]:9.5f} "
               + " ".join(f"{own[s]:10.5f}" for s in SHAPES)
               + f" | {b4[FIT8]:.5f} " + " ".join(f"{b4[s]:.5f}" for s in SHAPES if s != FOLD4B), flush=True)
-    def pick(fold: str, cands: list[Key]) -> Key:
-        on = (FIT8, *(s for s in SHAPES if s != fold))
-        rows = table[FOLD4B if fold == FOLD4B else None]
-        return min(cands, key=lambda g: statistics.mean(rows[g][x] for x in on))
-
-    def ranked(fold: str) -> list[Key]:
-        on = (FIT8, *(s for s in SHAPES if s != fold))
-        rows = table[FOLD4B if fold == FOLD4B else None]
-        return sorted(keys, key=lambda g: statistics.mean(rows[g][x] for x in on))
-
-    folds = (*SHAPES, "all")
-    chosen: dict[str, Key] = {fold: pick(fold, keys) for fold in folds}
-    terms: dict[tuple[str | None, Key], Terms] = {}
-    if a.refit:
-        jobs = list(dict.fromkeys((FOLD4B if f == FOLD4B else None, g) for f in folds for g in ranked(f)[:TOP]))
-        with Pool(a.jobs) as pool:
-            terms = {(f, g): t for f, g, t in pool.map(refit_of, jobs)}
-            refitted = pool.map(refitted_losses, [(f, g, terms[(f, g)]) for f, g in jobs])
-        for (f, g), row in zip(jobs, refitted, strict=True):
-            table[f][g] = row
-            print(f"refitted {'4B fold' if f else 'FITTED'} {g}: "
-                  + " ".join(f"{n}={v:.4g}" for n, v in terms[(f, g)].items()) + " | "
-                  + " ".join(f"{x}={row[x]:.5f}" for x in (FIT8, *SHAPES)), flush=True)
-        chosen = {fold: pick(fold, [g for f, g in jobs if f == (FOLD4B if fold == FOLD4B else None)])
-                  for fold in folds}
+    chosen, terms = choose(table, keys, a.refit, a.jobs)
 
     def cal_for(fold: str | None, shape: str | None, key: Key, seed: int = 0) -> Calibration:
-        kind = FOLD4B if fold == FOLD4B else None
-        extra = terms.get((kind, key), {})
-        return dataclasses.replace(with_key(base(kind, shape), key, seed), **extra)  # type: ignore[arg-type]
+        return calibration_of(fold, shape, key, terms, seed)
 
     def fold_cal(s: str, seed: int = 0) -> Calibration:
         return cal_for(s, s, chosen[s], seed)
