@@ -49,23 +49,23 @@ CARD = "H100"
 MIN_INTERVALS = 3
 
 
-def probe_samples() -> dict[str, list[wh.Sample]]:
+def probe_samples(data: Path = DATA) -> dict[str, list[wh.Sample]]:
     """Each probe phase's clean decode intervals, in the order the phases ran."""
-    return {w: s for w, s in wh.phase_samples(DATA / SERVER).items() if w.startswith("probe-")}
+    return {w: s for w, s in wh.phase_samples(data / SERVER).items() if w.startswith("probe-")}
 
 
-def fit(samples: list[wh.Sample]) -> tuple[float, float, float]:
+def fit(samples: list[wh.Sample], card: str = CARD) -> tuple[float, float, float]:
     """(a s, b s per context token per sequence, triton_e_kv) by least squares over the probe's intervals."""
-    base = cs.engine(cs.TRITON_BF16, cs.without_step_terms(SGLANG_FITTED), CARD)
+    base = cs.engine(cs.TRITON_BF16, cs.without_step_terms(SGLANG_FITTED), card)
     a = np.array(samples)
     y = a[:, 2] - (cs.predicted(base, samples) - base.cost.dec_b * a[:, 1])
     (c0, k, b), *_ = np.linalg.lstsq(np.c_[np.ones(len(a)), a[:, 1], a[:, 1] / a[:, 0]], y, rcond=None)
     return float(c0), float(b), float(base.cost.dec_b * base.cal.e_kv / k)
 
 
-def step_table(got: dict[str, list[wh.Sample]], terms: dict[str, SGLangTerms]) -> None:
+def step_table(got: dict[str, list[wh.Sample]], terms: dict[str, SGLangTerms], card: str = CARD) -> None:
     print("phase            n  batch ctx/seq  step ms  " + "  ".join(f"{k} ms (err %)" for k in terms))
-    engines = {k: cs.engine(cs.TRITON_BF16, t, CARD) for k, t in terms.items()}
+    engines = {k: cs.engine(cs.TRITON_BF16, t, card) for k, t in terms.items()}
     for w, s in got.items():
         if len(s) < MIN_INTERVALS:
             print(f"{w:15s} {len(s):3d}  too few clean intervals")
@@ -80,14 +80,19 @@ def step_table(got: dict[str, list[wh.Sample]], terms: dict[str, SGLangTerms]) -
               + "  ".join(cells))
 
 
-def main() -> None:
-    got = probe_samples()
+def probe_terms(got: dict[str, list[wh.Sample]], card: str) -> SGLangTerms:
+    """SGLANG_FITTED with the decode terms fitted on a probe's intervals (the rule's fit), printed."""
     samples = [x for s in got.values() if len(s) >= MIN_INTERVALS for x in s]
-    c0, b, e_kv = fit(samples)
-    print(f"fit on {len(samples)} probe intervals: triton_decode_s = {c0 * 1e3:.3f} ms, triton_kv_seq_s = "
+    c0, b, e_kv = fit(samples, card)
+    print(f"fit on {len(samples)} probe intervals ({card}): triton_decode_s = {c0 * 1e3:.3f} ms, triton_kv_seq_s = "
           f"{b * 1e6:.4f} ms per k tokens of context per sequence, triton_e_kv = {e_kv:.4f} "
           f"(committed {SGLANG_FITTED.triton_e_kv})")
-    h100 = dataclasses.replace(SGLANG_FITTED, triton_decode_s=c0, triton_kv_seq_s=b, triton_e_kv=e_kv)
+    return dataclasses.replace(SGLANG_FITTED, triton_decode_s=c0, triton_kv_seq_s=b, triton_e_kv=e_kv)
+
+
+def main() -> None:
+    got = probe_samples()
+    h100 = probe_terms(got, CARD)
     shipped = SGLANG_FITTED_H100
     same = all(np.isclose(getattr(shipped, k), getattr(h100, k), rtol=1e-5) for k in ("triton_decode_s",
                                                                                    "triton_kv_seq_s", "triton_e_kv"))

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -32,6 +32,7 @@ from tuner.sim.engine import SimulatedEngine
 from tuner.sim.knobs import resolve_args
 
 if TYPE_CHECKING:
+    from tuner.sim.sglang_cost import SGLangTerms
     from tuner.spec.study import Study
 
 REF_ROOT = Path(__file__).resolve().parents[2] / "benchmarks" / "reference"
@@ -404,26 +405,29 @@ def study_points(results: str, study: str = "") -> list[StudyPoint]:
     return out
 
 
-def study_engine(sp: StudyPoint, cal: Calibration | None = None, study: Study | None = None) -> SimulatedEngine:
+def study_engine(sp: StudyPoint, cal: Calibration | None = None, study: Study | None = None,
+                 sglang_terms: SGLangTerms | Literal["card"] | None = "card") -> SimulatedEngine:
     """The simulated engine of a study point: the trial's own engine (not the study's: a joint study has two);
-    `study`: the point's study when the caller has loaded it already."""
+    `study`: the point's study when the caller has loaded it already; `sglang_terms` as SimulatedEngine's."""
     from tuner.spec.load import load_study
 
     if study is None:
         study = load_study(REPO / sp.study)
     assert sp.engine in study.engine_names, f"{sp.name}: engine {sp.engine!r} not in {study.engine_names}"
     return SimulatedEngine(flavour=sp.engine, gpu="H200", shape=study.model.shape or "qwen3-8b", args=dict(sp.args),
-                           max_model_len=study.model.max_model_len, dtype=study.model.dtype, calibration=cal)
+                           max_model_len=study.model.max_model_len, dtype=study.model.dtype, calibration=cal,
+                           sglang_terms=sglang_terms)
 
 
-def simulate_study_point(sp: StudyPoint, cal: Calibration | None = None) -> dict[str, float]:
+def simulate_study_point(sp: StudyPoint, cal: Calibration | None = None,
+                         sglang_terms: SGLangTerms | Literal["card"] | None = "card") -> dict[str, float]:
     """The study's own workload at that load (same seed, duration, warm-ups) through the simulator."""
     from tuner.load.capacity import measure_point
     from tuner.load.target import VirtualTarget
     from tuner.spec.load import load_study
 
     study = load_study(REPO / sp.study)
-    point, _ = measure_point(VirtualTarget(study_engine(sp, cal, study)), study.workload, study.sla, study.capacity, sp.load,
+    point, _ = measure_point(VirtualTarget(study_engine(sp, cal, study, sglang_terms)), study.workload, study.sla, study.capacity, sp.load,
                              seed=study.seed, max_model_len=study.model.max_model_len, base_dir=REPO)
     return {f: float(point.summary[f]) for f in FIGURES}
 
