@@ -20,7 +20,7 @@ from benchmarks.calibrate_sglang import (
 from tuner.load.records import Request
 from tuner.sim.calibration import FITTED, SGLANG_FIT_POINTS, SGLANG_FITTED, SGLANG_FITTED_H100
 from tuner.sim.engine import SimulatedEngine
-from tuner.sim.reference import JOINT_STUDY, StudyPoint, simulate_study_point, study_points
+from tuner.sim.reference import JOINT_STUDY, StudyPoint, simulate_study_point, study_engine, study_points
 from tuner.sim.sglang_cost import SGLangTerms, sglang_calibration
 
 
@@ -138,6 +138,16 @@ def test_terms_are_chosen_by_card() -> None:
     with pytest.raises(ValueError, match="sglang_terms"):
         SimulatedEngine(flavour="sglang", gpu="H100", shape="qwen3-8b", args={}, max_model_len=16384,
                         sglang_terms="h100")
+
+
+def test_a_study_point_runs_on_the_terms_it_is_given() -> None:
+    """reference.simulate_study_point passes SGLang terms through (benchmarks/sglang_batch_probe_h200.py judges a
+    fit that way): the H100's decode terms move an H200 point's TPOT; the default is the card's own (the H200's)."""
+    sp = _joint(1, 9.0)
+    assert study_engine(sp).cal == study_engine(sp, sglang_terms=SGLANG_FITTED).cal
+    assert study_engine(sp, sglang_terms=SGLANG_FITTED_H100).cal.kv_seq_s == SGLANG_FITTED_H100.triton_kv_seq_s > 0
+    given = simulate_study_point(sp, sglang_terms=SGLANG_FITTED_H100)["p50_tpot_ms"]
+    assert given != simulate_study_point(sp)["p50_tpot_ms"]
 
 
 def test_h100_decode_step_follows_the_batch_probe() -> None:
