@@ -93,12 +93,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.instance_spread import PAIRS
+from benchmarks.instance_spread import instance_pairs
 from tuner.sim.calibration import FITTED
 from tuner.sim.cost import Calibration
 from tuner.sim.detailed import BenchRun, bench_requests
 from tuner.sim.engine import SimulatedEngine
-from tuner.sim.reference import RefPoint, bench_set_points, client_arrivals, detailed_run, shape_calibration
+from tuner.sim.reference import RefPoint, client_arrivals, detailed_run, shape_calibration
 
 GRID = (0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0)
 SEED_PAIRS = ((0, 1), (2, 3))
@@ -134,13 +134,9 @@ def sim_stats(p: RefPoint, run: BenchRun, cal: Calibration) -> dict[str, float]:
 def pair_points() -> list[tuple[RefPoint, BenchRun, dict[str, float]]]:
     """(point, its first instance's run, the real pair figures) for every point measured on both instances."""
     out = []
-    for first, second in PAIRS:
-        again = {p.rate: p for p in bench_set_points(second)}
-        for p in bench_set_points(first):
-            q = again.get(p.rate)
-            ra, rb = detailed_run(p), (detailed_run(q) if q is not None else None)
-            if ra is None or rb is None or q is None or q.prompts != p.prompts:
-                continue
+    for p, q in instance_pairs():
+        ra, rb = detailed_run(p), detailed_run(q)
+        if ra is not None and rb is not None:
             out.append((p, ra, stats(np.array(ra.ttfts) * 1e3, np.array(rb.ttfts) * 1e3)))
     return out
 

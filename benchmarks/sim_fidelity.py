@@ -29,7 +29,8 @@ measured send times too, with a 90 % interval of each measured P99 (tuner.sim.de
 Poisson points are simulated with the arrival draw their client really used (tuner.sim.reference.client_arrivals:
 `vllm bench serve --seed 0`, servetune's study seed 0); `--other-draws` gives the median over three other draws.
 
-Shape points measured twice (a second server instance fed the same sends: benchmarks/reference/*-i2, SECOND) are
+Shape points measured twice (a second server instance fed the same sends: benchmarks/reference/*-i2,
+instance_spread.PAIRS) are
 also judged against the mean of the two instances' figures (`split=shape-2i`): the engine's figure estimated from both
 runs, with half the run-to-run variance of one (instance_spread.py: two instances differ by a median 14 % in P99 TTFT).
 Both lines are printed; neither replaces the other (added, and this sentence written, before its figures were seen).
@@ -52,19 +53,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.instance_spread import instance_pairs
 from tuner.sim.calibration import SGLANG_FIT_POINTS
 from tuner.sim.detailed import p99_intervals
 from tuner.sim.reference import (
     ALL_POINTS,
     DETAILED_SETS,
     FIGURES,
-    H200_VLLM_026,
     METRICS,
     QUANTILES,
     RECORDS,
     STUDY_SETS,
     RefPoint,
-    bench_set_points,
     calibration_for,
     detailed_run,
     errors_pct,
@@ -84,19 +84,14 @@ SLA = {"p99_ttft_ms": 2000.0, "p99_tpot_ms": 50.0}
 NEAR = 0.03  # a measured figure this close to its limit: the verdict is a coin toss, not counted
 
 
-SECOND = {f"{H200_VLLM_026}-qwen3-1.7b": f"{H200_VLLM_026}-qwen3-1.7b-i2",
-          f"{H200_VLLM_026}-qwen3-4b": f"{H200_VLLM_026}-qwen3-4b-i2"}  # a set -> its second server instance
-
-
 def two_instances(shape_sims: list[tuple[RefPoint, dict[str, float]]]) -> None:
     """The shape split judged against the mean of two server instances where a point has a second one."""
+    second = {p.name: q for p, q in instance_pairs()}
     rows, twice = [], 0
     for p, sim in shape_sims:
         real = measured(p)
-        again = [q for q in bench_set_points(SECOND[p.set_name])
-                 if q.rate == p.rate and q.prompts == p.prompts] if p.set_name in SECOND else []
-        if again:
-            other = measured(again[0])
+        if p.name in second:
+            other = measured(second[p.name])
             real = {m: (real[m] + other[m]) / 2 for m in METRICS}
             twice += 1
         rows.append(errors_pct(sim, real))
