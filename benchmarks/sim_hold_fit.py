@@ -226,15 +226,15 @@ def grid_losses(keys: list[Key], jobs: int) -> Table:
 def choose(table: Table, keys: list[Key], refit: bool, jobs: int) -> tuple[dict[str, Key], dict[tuple[str | None, Key], Terms]]:
     """Each fold's key (leave-one-shape-out on the fit losses), and with `refit` the refitted Qwen3-8B step terms of
     each fold's TOP keys (the key then chosen among those)."""
-    def pick(fold: str, cands: list[Key]) -> Key:
-        on = (FIT8, *(s for s in SHAPES if s != fold))
+    def score(fold: str, g: Key) -> float:  # the fold's loss: Qwen3-8B's and every shape's but its own
         rows = table[FOLD4B if fold == FOLD4B else None]
-        return min(cands, key=lambda g: statistics.mean(rows[g][x] for x in on))
+        return statistics.mean(rows[g][x] for x in (FIT8, *(s for s in SHAPES if s != fold)))
+
+    def pick(fold: str, cands: list[Key]) -> Key:
+        return min(cands, key=lambda g: score(fold, g))
 
     def ranked(fold: str) -> list[Key]:
-        on = (FIT8, *(s for s in SHAPES if s != fold))
-        rows = table[FOLD4B if fold == FOLD4B else None]
-        return sorted(keys, key=lambda g: statistics.mean(rows[g][x] for x in on))
+        return sorted(keys, key=lambda g: score(fold, g))
 
     folds = (*SHAPES, "all")
     chosen: dict[str, Key] = {fold: pick(fold, keys) for fold in folds}
@@ -262,12 +262,16 @@ def calibration_of(fold: str | None, shape: str | None, key: Key, terms: dict[tu
     return dataclasses.replace(with_key(base(kind, shape), key, seed), **extra)  # type: ignore[arg-type]
 
 
-def fold_calibrations(window: bool, measured: bool, ingress: bool, refit: bool, jobs: int = 2) -> dict[str, Calibration]:
-    """What a run of this script chooses, as calibrations: each held-out shape's fold, and "all" (FITTED's points)."""
-    keys = grid(window, measured, ingress)
-    chosen, terms = choose(grid_losses(keys, jobs), keys, refit, jobs)
+def calibrations(chosen: dict[str, Key], terms: dict[tuple[str | None, Key], Terms]) -> dict[str, Calibration]:
+    """The choice as calibrations: each held-out shape's fold, and "all" (FITTED's points)."""
     return {**{s: calibration_of(s, s, chosen[s], terms) for s in SHAPES},
             "all": calibration_of(None, None, chosen["all"], terms)}
+
+
+def fold_calibrations(window: bool, measured: bool, ingress: bool, refit: bool, jobs: int = 2) -> dict[str, Calibration]:
+    """What a run of this script chooses, as calibrations (`calibrations`)."""
+    keys = grid(window, measured, ingress)
+    return calibrations(*choose(grid_losses(keys, jobs), keys, refit, jobs))
 
 
 def main() -> None:
@@ -296,11 +300,8 @@ def main() -> None:
               + f" | {b4[FIT8]:.5f} " + " ".join(f"{b4[s]:.5f}" for s in SHAPES if s != FOLD4B), flush=True)
     chosen, terms = choose(table, keys, a.refit, a.jobs)
 
-    def cal_for(fold: str | None, shape: str | None, key: Key, seed: int = 0) -> Calibration:
-        return calibration_of(fold, shape, key, terms, seed)
-
     def fold_cal(s: str, seed: int = 0) -> Calibration:
-        return cal_for(s, s, chosen[s], seed)
+        return calibration_of(s, s, chosen[s], terms, seed)
 
     ship = [r for s in SHAPES for r in errs(shipped(s, a.window), shape_points(s))]
     print_draws(fold_cal, chosen, "launch ms (36 layers), cv, serial, rho", "hold LOSO")
@@ -312,10 +313,10 @@ def main() -> None:
           f"(shipped {loss(before):.5f})")
     print(f"sla shipped: {sla({**{s: shipped(s, a.window) for s in SHAPES}, 'all': before})}")
     sim_shape_cpu.FITTED = before  # print_splits' "committed" rows: what shipped before
-    everywhere = cal_for(None, None, chosen["all"])
-    print_splits({**{s: fold_cal(s) for s in SHAPES}, "all": everywhere})
+    cals = calibrations(chosen, terms)
+    print_splits(cals)
     if terms:
-        print(f"all-shape calibration: {everywhere}")
+        print(f"all-shape calibration: {cals['all']}")
     print(f"wall_s={time.time() - t0:.0f}")
 
 

@@ -7,6 +7,7 @@ second run of the same inputs gives the same records."""
 from __future__ import annotations
 
 import random
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -99,18 +100,18 @@ def test_random_configs_start_cleanly_or_refuse_and_every_record_is_whole(tmp_pa
         mml, tp = rng.choice([2048, 8192, 16384, 40960]), rng.choice([1, 1, 2, 4])
         reqs = _workload(rng, seed * 1000 + case)
         where = f"case {case}: {engine} {gpu} {shape} tp={tp} max_model_len={mml} {args}"
+        make = partial(SimulatedEngine, flavour=engine, gpu=gpu, shape=shape, args=args, max_model_len=mml,
+                       tensor_parallel_size=tp, speculative=methods)
         try:
-            sim = SimulatedEngine(flavour=engine, gpu=gpu, shape=shape, args=args, max_model_len=mml,
-                                  tensor_parallel_size=tp, speculative=methods)
+            sim = make()
         except EngineStartError as e:
             assert str(e).strip(), where  # a refusal says why
             refused += 1
             continue
         recs = sim.run(reqs)
-        assert not _problems(reqs, recs), f"{where}: {_problems(reqs, recs)[:3]}"
+        problems = _problems(reqs, recs)
+        assert not problems, f"{where}: {problems[:3]}"
         if case % 4 == 0:  # the same inputs again: the same records
-            again = SimulatedEngine(flavour=engine, gpu=gpu, shape=shape, args=args, max_model_len=mml,
-                                    tensor_parallel_size=tp, speculative=methods).run(reqs)
-            assert _key(again) == _key(recs), where
+            assert _key(make().run(reqs)) == _key(recs), where
         ran += 1
     assert ran >= CASES // 2, f"only {ran} of {CASES} random configs started ({refused} refused)"
