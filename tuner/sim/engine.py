@@ -139,6 +139,7 @@ class SimulatedEngine:
             sched.serial = self.cal.prompt_launch_serial
             sched.hold = bool(self.cal.prompt_hold)
             sched.after_launch = sched.hold and bool(self.cal.sched_after_launch)
+            sched.peek = sched.after_launch and self.cal.sched_after_launch >= 2
             if sched.cpu_cv:  # (the floor's and the admission's fixed CPU time per prompt step)
                 sched.rng = random.Random(self.cal.jitter_seed)
             sched.admit_cpu, sched.admit_step = self.cal.admit_cpu_s, self.cal.admit_step_s
@@ -327,6 +328,7 @@ class SimulatedEngine:
                 break
             if hold:
                 sched.incoming = incoming  # type: ignore[attr-defined]
+                sched.t_next = next_arr  # type: ignore[attr-defined]
             progressed = advance(next_arr if next_arr < t_stop else t_stop)
             if finished:
                 if backlog:

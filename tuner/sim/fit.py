@@ -104,7 +104,8 @@ class Calibration:
     prompt_hold: int = 0
     # vLLM with prompt_hold (1 = on, 0 = off): the engine core schedules step N+1 once it is done launching step N, so a
     # request that reaches it before the end of step N's launch (a prompt step's: 20-35 ms after the step starts) is in
-    # step N+1, not N+2 (off: the window closes when step N starts, as for a decode step, whose launch is short)
+    # step N+1, not N+2 (off: the window closes when step N starts, as for a decode step, whose launch is short);
+    # 2: and step N's tokens wait for the launch of such a request's prompt (N's are handed out after N+1's launch)
     sched_after_launch: int = 0
     # KV reads slow with the query heads each KV head serves (GQA group g = heads / kv_heads): the KV-read time is
     # x (g / KV_GROUP_REF) ** this (0 = off). A decode attention kernel works one KV head's blocks for its g query

@@ -57,6 +57,8 @@ class VLLMScheduler(Core):
         self.launched = -math.inf  # with the hold: the next step's launch ends then (its GPU work cannot end before)
         self.after_launch = False  # Calibration.sched_after_launch (set by the engine; with the hold only)
         self.sched_at = -math.inf  # with after_launch: when the last step's launch ended (the next one is scheduled then)
+        self.t_next = math.inf  # with after_launch 2: when the next request reaches the engine (the engine sets it)
+        self.peek = False
         self.tail = cost.o_step if cost.o_step > 0.0 else 1e-6  # with the hold: what a step runs after its launch
         # draws the prompt steps' CPU time when cpu_cv is on; seeded per run (Calibration.jitter_seed, set by the
         # engine): the same sends give the same records, and configs compared in one study see the same draws
@@ -135,7 +137,11 @@ class VLLMScheduler(Core):
         if self.launched >= end:  # the step's sampling and sync follow its last launched kernel
             end = self.launched + self.tail
         self.now = end
-        return now, self._held(now, end, self._next_has_prompt(chunks)) + self.frontend
+        nxt = self._next_has_prompt(chunks)
+        if (not nxt and self.peek and self.t_next <= self.sched_at and len(self.running) < self.mns
+                and not self.waiting):
+            nxt = True  # a request in before this step's launch ends is in the next step: its launch holds this one
+        return now, self._held(now, end, nxt) + self.frontend
 
     def _held(self, start: float, end: float, nxt: bool) -> float:
         """With `prompt_hold`: when a step that started at `start` and whose GPU work ends at `end` hands out its
