@@ -85,3 +85,25 @@ def test_with_sched_after_launch_a_request_in_during_the_launch_joins_the_next_s
     for dt in (0.001, LAUNCH + 0.005):
         assert first_step(dt, 1) == first_step(dt, 0), dt
     assert _run(shape, PROMPT, **HOLD, sched_after_launch=1) == _run(shape, PROMPT, **HOLD)  # one request: no change
+
+
+def test_with_sched_after_launch_2_a_prompt_in_during_the_launch_holds_the_first_token() -> None:
+    """`sched_after_launch` 2: the engine core hands out step N's tokens after it launched step N+1, so when a prompt
+    reaches it during a prompt step's launch (and so joins the next step) the first prompt's token waits for the second
+    prompt's launch and both first tokens leave about together; a prompt that comes after the launch leaves the first
+    token where it was. (The window alone, 1, let the second prompt join the next step without charging its launch.)"""
+    shape = "qwen3-1.7b"
+
+    def firsts(dt: float, window: int) -> tuple[float, float]:
+        reqs = [*PROMPT, Request(2, PROMPT[1].arrival_s + dt, 2048, 5)]
+        recs = _run(shape, reqs, **HOLD, sched_after_launch=window)
+        return recs[1].token_times[0], recs[2].token_times[0]
+
+    for dt in (0.01, LAUNCH - 0.005):
+        (a1, b1), (a2, b2) = firsts(dt, 1), firsts(dt, 2)
+        assert a2 >= a1 + LAUNCH * 0.9, dt  # held by the second prompt's launch
+        assert 0.0 < b2 - a2 < 0.1 * LAUNCH, dt  # the second's first token right after the first's
+        assert b2 >= a1 + LAUNCH and b1 < b2, dt  # its launch runs after the first's (1 never charged it)
+    for dt in (LAUNCH + 0.01, 0.2):
+        assert firsts(dt, 2) == firsts(dt, 1), dt
+    assert _run(shape, PROMPT, **HOLD, sched_after_launch=2) == _run(shape, PROMPT, **HOLD)  # one request: no change
