@@ -14,8 +14,10 @@ per rate; benchmarks/results/h100/blind/<set>/, command in its README), and the 
 lengths. These runs are reported, never used to choose: a calibration is adopted or rejected by its fit's own rules.
 
 Calibrations: `shipped` (tuner.sim.calibration.FITTED, what every user's study runs with), `shipped-loso` (the shape's
-leave-one-shape-out calibration, tuner.sim.reference.shape_calibration: it never saw the shape), and the all-shape
-calibrations of the rejected fourth and fifth forms (benchmarks/results/sim/sim_hold_fit_window.txt, _measured.txt).
+leave-one-shape-out calibration, tuner.sim.reference.shape_calibration: it never saw the shape), `hold` (what shipped
+before sim_hold_fit.py's seventh form was adopted on 2026-12-07: its HOLD), and the all-shape calibrations of the
+rejected fourth and fifth forms (benchmarks/results/sim/sim_hold_fit_window.txt, _measured.txt), over `hold` as they
+were fitted. Before the seventh form, `shipped` read as `hold` does now.
 
     PYTHONPATH=$PWD .venv/bin/python benchmarks/sim_blind.py > benchmarks/results/sim/sim_blind.txt
 """
@@ -32,6 +34,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.sim_fidelity import SHORT, medians
+from benchmarks.sim_hold_fit import HOLD
 from tuner.sim.calibration import FITTED
 from tuner.sim.cost import Calibration
 from tuner.sim.detailed import bench_requests, bench_run, load_json
@@ -82,12 +85,14 @@ def measured(data: dict) -> dict[str, float]:
 def calibration(label: str, shape: str) -> Calibration:
     if label == "shipped-loso":
         return shape_calibration(shape)
-    return dataclasses.replace(FITTED, **CANDIDATES.get(label, {}))  # type: ignore[arg-type]
+    if label == "shipped":
+        return FITTED
+    return dataclasses.replace(HOLD, **CANDIDATES.get(label, {}))  # type: ignore[arg-type]
 
 
 def main() -> None:
     runs = points()
-    labels = ("shipped", "shipped-loso", *CANDIDATES)
+    labels = ("shipped", "shipped-loso", "hold", *CANDIDATES)
     print(f"{'run':22s} {'calibration':13s} " + " ".join(f"{SHORT[m]:>20s}" for m in METRICS))
     errs: dict[str, dict[str, list[dict[str, float]]]] = {lb: {} for lb in labels}  # label -> group -> rows
     for name, f, shape, args in runs:

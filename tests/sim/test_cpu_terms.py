@@ -15,7 +15,7 @@ from tuner.sim.engine import SimulatedEngine
 # FITTED with the CPU-side terms and the heat term off (whatever a calibration ships with): each test turns on the one
 # it checks
 BASE = dataclasses.replace(FITTED, prompt_cpu_step_s=0.0, prompt_cpu_step_cv=0.0, prompt_cpu_layer_s=0.0, heat_slowdown=0.0,
-                           prompt_hold=0, ingress_rho_max=0.0, ingress_s=0.0)
+                           prompt_hold=0, ingress_rho_max=0.0, ingress_s=0.0, ingress_tok_s=0.0, sched_after_launch=0)
 
 
 def _run(shape: str, reqs: list[Request], **kw: float) -> list[RequestRecord]:

@@ -92,7 +92,8 @@ def test_ingress_delays_first_tokens_under_load_only() -> None:
     base, slow = _with_ingress(0.0).run(reqs), _with_ingress(1e-3).run(reqs)
     assert sorted(ttfts(slow))[60] > sorted(ttfts(base))[60] + 0.02  # ~dozens of running sequences x 1 ms
     # one request at a time: nothing is running when a request is sent, so nothing changes
-    one = [dataclasses.replace(r, arrival_s=r.arrival_s * 100) for r in poisson(10, 10.0)]
+    # (sends 30 s apart: a 512-token request is done in ~5 s; the Poisson draw x100 it used had three within 0.3 s)
+    one = [dataclasses.replace(r, arrival_s=30.0 * i) for i, r in enumerate(poisson(10, 10.0))]
     assert [r.token_times for r in _with_ingress(0.0).run(one)] == [r.token_times for r in _with_ingress(1e-3).run(one)]
     assert engine().run(one)[0].ok
 
@@ -116,7 +117,8 @@ def test_power_limited_clock_slows_sustained_prefill_more_than_a_lone_one() -> N
 # the deferral form (shipped before issue 17's hold replaced it: tuner/sim/calibration.py): the hold off, its launch
 # terms back to the drawn floor they were
 DEFER_BASE = dataclasses.replace(FITTED, prompt_hold=0, prompt_cpu_step_s=0.015, prompt_cpu_step_cv=1.0,
-                                 prompt_cpu_layer_s=0.0, ingress_rho_max=0.0, ingress_s=0.0)
+                                 prompt_cpu_layer_s=0.0, ingress_rho_max=0.0, ingress_s=0.0, ingress_tok_s=0.0,
+                                 sched_after_launch=0)
 
 
 def _with_defer(share: float, lead_max: float = 0.0) -> SimulatedEngine:

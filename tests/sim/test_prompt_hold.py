@@ -12,7 +12,8 @@ from tuner.sim.calibration import FITTED
 from tuner.sim.engine import SimulatedEngine
 
 BASE = dataclasses.replace(FITTED, prompt_cpu_step_s=0.0, prompt_cpu_step_cv=0.0, prompt_cpu_layer_s=0.0, heat_slowdown=0.0,
-                           prompt_defer=0.0, ingress_per_seq_s=0.0, ingress_rho_max=0.0, ingress_s=0.0, prompt_hold=0)
+                           prompt_defer=0.0, ingress_per_seq_s=0.0, ingress_rho_max=0.0, ingress_s=0.0, prompt_hold=0,
+                           ingress_tok_s=0.0, sched_after_launch=0)
 LAUNCH = 0.03
 HOLD = {"prompt_hold": 1, "prompt_cpu_step_s": LAUNCH}
 PROMPT = [Request(0, 0.0, 128, 2000), Request(1, 1.0, 2048, 20)]  # a decode running, then a 2048-token prompt

@@ -45,6 +45,7 @@ class SGLangTerms:
     frontend_s: float | None = None
     ingress_per_seq_s: float | None = None
     ingress_s: float = 0.0  # the API server's own time per new request, one at a time (vLLM's: not fitted here)
+    ingress_tok_s: float = 0.0  # and per prompt token (vLLM's isolated probe: not measured on SGLang)
     ingress_rho_max: float = 0.0
 
 
@@ -53,7 +54,8 @@ def sglang_calibration(cal: Calibration, terms: SGLangTerms | None, attention_ba
     if terms is None:
         return cal
     cal = dataclasses.replace(cal, o_step_s=cal.o_step_s + terms.step_extra_s, fp8_w_gain=terms.fp8_w_gain,
-                              ingress_s=terms.ingress_s, ingress_rho_max=terms.ingress_rho_max,
+                              ingress_s=terms.ingress_s, ingress_tok_s=terms.ingress_tok_s,
+                              ingress_rho_max=terms.ingress_rho_max,
                               spec_step_s=0.0)  # vLLM's verify-step cost: SGLang's speculation is not measured
     for name in ("o_tok_s", "frontend_s", "ingress_per_seq_s"):
         value = getattr(terms, name)
