@@ -8,8 +8,11 @@ A point predictor of the engine's P99 should be the simulator's typical P99, not
 each figure as the median over five draws, on three disjoint seed sets (0-4, 5-9, 10-14), and prints the args, rate
 and shape splits' median |error| % (sim_fidelity.py's points, arrivals and errors) for:
 
-  shipped        FITTED, each shape-split point on its shape's leave-one-shape-out terms (what a study runs);
-  decode+noise   sim_confirm.py's candidate: the decode step's weight read on the line of sim_decode_fit.py (k 0.15;
+  shipped        FITTED, each shape-split point on its shape's leave-one-shape-out terms (what a study runs; since
+                 2026-12-07 sim_hold_fit.py's seventh form, adopted after this script's first output);
+  hold           what shipped before that (sim_hold_fit.py's HOLD and its 4B fold's terms: the first output's
+                 `shipped`, reproduced);
+  decode+noise   over `hold`, sim_confirm.py's candidate: the decode step's weight read on the line of sim_decode_fit.py (k 0.15;
                  the 32B fold 0.1) and the API server's time drawn per request (`ingress_cv` 1.25; the 1.7B fold 1, the
                  4B fold 1.5), the values engine_noise.py's second run chose leave-one-shape-out;
   window         sim_hold_fit.py's fifth form (`--refit --window --measured`: the next step scheduled after a
@@ -35,7 +38,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.sim_decode_fit import line
 from benchmarks.sim_fidelity import medians, short_name, tally_verdict
-from benchmarks.sim_hold_fit import fold_calibrations
+from benchmarks.sim_hold_fit import HOLD, fold_calibrations
+from benchmarks.sim_hold_fit import shipped as hold_shipped
 from tuner.sim.calibration import FITTED
 from tuner.sim.cost import Calibration
 from tuner.sim.reference import (
@@ -60,9 +64,13 @@ def shipped(p: RefPoint) -> Calibration:
     return calibration_for(p) or FITTED
 
 
+def hold(p: RefPoint) -> Calibration:
+    return hold_shipped(p.shape, window=True) if split_of(p) == "shape" else HOLD
+
+
 def decode_noise(p: RefPoint) -> Calibration:
     shape = p.shape if split_of(p) == "shape" else ""
-    return dataclasses.replace(shipped(p), **line(DECODE_K.get(shape, 0.15)), ingress_cv=NOISE_CV.get(shape, 1.25))
+    return dataclasses.replace(hold(p), **line(DECODE_K.get(shape, 0.15)), ingress_cv=NOISE_CV.get(shape, 1.25))
 
 
 def window_variant() -> Variant:
@@ -95,7 +103,8 @@ def run(name: str, variant: Variant, seeds: tuple[int, ...]) -> None:
 
 def main() -> None:
     t0 = time.time()
-    variants: dict[str, Variant] = {"shipped": shipped, "decode+noise": decode_noise, "window": window_variant()}
+    variants: dict[str, Variant] = {"shipped": shipped, "hold": hold, "decode+noise": decode_noise,
+                                    "window": window_variant()}
     print("median |error| % per split; each figure the median over the seeds' draws (jitter_seed)")
     for name, variant in variants.items():
         for seeds in SEED_SETS:
