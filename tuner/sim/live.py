@@ -9,7 +9,9 @@ and a request travels the same path there:
   for the step after the next; with `prompt_hold` the scheduler is told of it (`incoming`), so the step before a
   prompt step hands its tokens out when that prompt step's launch ends;
 - every step's tokens reach their streams at the step's output time (its GPU end, or later when held, plus
-  `frontend_s`), not when the next step starts.
+  `frontend_s`), not when the next step starts;
+- with `sched_after_launch` 2 a step whose launch is still running is computed once that launch is over, so the
+  scheduler sees the requests that came in meanwhile (`t_next`), as the virtual face does.
 Not modelled here: the multi-pass API-server streaming terms (`stream_tok_s`, `api_passes`; off in the shipped
 calibration), which solve the whole run at once.
 """
@@ -69,6 +71,7 @@ class LiveEngine:
         sched = self.sched
         self.hold = isinstance(sched, VLLMScheduler) and sched.hold
         self.after = self.hold and bool(getattr(sched, "after_launch", False))
+        self.peek = self.after and bool(getattr(sched, "peek", False))
         self.arrived: deque[tuple[float, Seq]] = deque()  # reached the engine, not yet seen by its scheduler
         self.outbox: deque[tuple[float, Batch]] = deque()  # steps' tokens by output time (non-decreasing)
         self.timer: asyncio.TimerHandle | None = None
@@ -135,6 +138,12 @@ class LiveEngine:
                 sched.waiting.append(s)
         if self.hold:
             sched.incoming = bool(arrived) and arrived[0][0] <= sched.now  # type: ignore[attr-defined]
+            sched.t_next = arrived[0][0] if arrived else math.inf  # type: ignore[attr-defined]
+
+    def _launch_end(self) -> float:
+        """With the peek: when the next step's launch ends, if after its start (compute the step then), else -inf."""
+        launched = getattr(self.sched, "launched", -math.inf)
+        return launched if self.peek and launched > self.sched.now else -math.inf
 
     def _idle(self, now: float) -> None:
         """Nothing in flight: the engine's clock moves to `now` and the next step is scheduled then."""
@@ -216,6 +225,9 @@ class LiveEngine:
                 if not self.hung:
                     self._idle(self.virtual_now())
                 continue
+            wait_to = self._launch_end()
+            if wait_to > self.virtual_now():
+                await asyncio.sleep(self.start + wait_to / self.scale - time.perf_counter())
             if not self._step():
                 if self.arrived and not sched.running:  # held by the gate only: nothing is in flight
                     self._idle(max(sched.now, self.arrived[0][0]))
@@ -226,7 +238,8 @@ class LiveEngine:
             # at high time scales one step is shorter than the loop's own overhead: catch up with the
             # wall clock (a bounded burst) before sleeping, so virtual time does not fall behind
             burst = 1
-            while burst < MAX_BURST and sched.now < self.virtual_now() and self._step():
+            while (burst < MAX_BURST and sched.now < self.virtual_now() and self._launch_end() <= self.virtual_now()
+                   and self._step()):
                 burst += 1
             delay = self.start + sched.now / self.scale - time.perf_counter()
             await asyncio.sleep(max(delay, 0.0))
