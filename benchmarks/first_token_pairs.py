@@ -39,10 +39,14 @@ ISOLATED_MS = 150.0
 MIN_ISOLATED = 5  # a run with fewer isolated requests has no baseline to speak of (the 24-32 req/s points)
 
 
+def gaps(sends_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each request's gap (ms) to the send before it and to the send after it."""
+    return np.diff(sends_s, prepend=-1e9) * 1e3, np.append(np.diff(sends_s), 1e9) * 1e3
+
+
 def excess(ttft_ms: np.ndarray, sends_s: np.ndarray) -> list[float]:
     """A's mean excess TTFT (ms) per bin of B's lag (nan where the bin is empty)."""
-    gp = np.diff(sends_s, prepend=-1e9) * 1e3
-    gn = np.append(np.diff(sends_s), 1e9) * 1e3
+    gp, gn = gaps(sends_s)
     base = float(np.median(ttft_ms[(gp > ISOLATED_MS) & (gn > ISOLATED_MS)]))
     out = []
     for lo, hi in BINS:
@@ -52,14 +56,12 @@ def excess(ttft_ms: np.ndarray, sends_s: np.ndarray) -> list[float]:
 
 
 def isolated(sends_s: np.ndarray) -> int:
-    gp = np.diff(sends_s, prepend=-1e9) * 1e3
-    gn = np.append(np.diff(sends_s), 1e9) * 1e3
+    gp, gn = gaps(sends_s)
     return int(((gp > ISOLATED_MS) & (gn > ISOLATED_MS)).sum())
 
 
 def counts(sends_s: np.ndarray) -> list[int]:
-    gp = np.diff(sends_s, prepend=-1e9) * 1e3
-    gn = np.append(np.diff(sends_s), 1e9) * 1e3
+    gp, gn = gaps(sends_s)
     return [int(((gn >= lo) & (gn < hi) & (gp > ISOLATED_MS)).sum()) for lo, hi in BINS]
 
 

@@ -107,12 +107,13 @@ class VLLMScheduler(Core):
         return lead
 
     def _next_has_prompt(self, chunks: list[tuple[Seq, int]]) -> bool:
-        """Whether the step after this one carries prompt work: a request that reached the engine meanwhile, one
-        still waiting that may be admitted (the head, FCFS), or a prefill this step leaves unfinished."""
+        """Whether the step after this one carries prompt work: a request that reached the engine meanwhile (with the
+        peek, also one that reaches it before this step's launch ends), one still waiting that may be admitted (the
+        head, FCFS), or a prefill this step leaves unfinished."""
         if self.waiting:  # first come, first served: behind a blocked head nothing new is admitted
             if not self._head_blocked():
                 return True
-        elif self.incoming and len(self.running) < self.mns:
+        elif (self.incoming or self.peek and self.t_next <= self.sched_at) and len(self.running) < self.mns:
             return True
         done = 0
         for s, c in chunks:
@@ -137,11 +138,7 @@ class VLLMScheduler(Core):
         if self.launched >= end:  # the step's sampling and sync follow its last launched kernel
             end = self.launched + self.tail
         self.now = end
-        nxt = self._next_has_prompt(chunks)
-        if (not nxt and self.peek and self.t_next <= self.sched_at and len(self.running) < self.mns
-                and not self.waiting):
-            nxt = True  # a request in before this step's launch ends is in the next step: its launch holds this one
-        return now, self._held(now, end, nxt) + self.frontend
+        return now, self._held(now, end, self._next_has_prompt(chunks)) + self.frontend
 
     def _held(self, start: float, end: float, nxt: bool) -> float:
         """With `prompt_hold`: when a step that started at `start` and whose GPU work ends at `end` hands out its
